@@ -1,0 +1,92 @@
+#include "engine/autograd/custom_function.h"
+
+#include "engine/autograd/record.h"
+
+namespace gs {
+
+std::vector<Tensor> FunctionCtx::saved_tensors() const {
+  GS_CHECK(node_, "FunctionCtx::saved_tensors() is only available in backward");
+  std::vector<Tensor> out;
+  auto owner = node_->shared_from_this();
+  for (const auto& s : node_->saved) out.push_back(s.unpack(owner));
+  return out;
+}
+
+struct CustomFunctionImpl {
+  static std::vector<Tensor> apply(std::string name, CustomForward fwd, CustomBackward bwd,
+                                   const std::vector<Tensor>& inputs) {
+    auto ctx = std::make_shared<FunctionCtx>();
+    bool record = should_record(inputs);
+    for (const auto& in : inputs) ctx->needs_input_grad_.push_back(record && in.defined() && in.requires_grad());
+    std::vector<uint64_t> versions_before;
+    for (const auto& in : inputs) versions_before.push_back(in.defined() ? in.version() : 0);
+
+    std::vector<Tensor> outputs;
+    {
+      NoGradGuard no_grad;
+      outputs = fwd(*ctx, inputs);
+    }
+    // Dirty inputs: must be returned, must not be leaves that require grad, and must count as written.
+    for (const auto& d : ctx->dirty_) {
+      bool returned = false;
+      for (const auto& o : outputs) returned |= o.is_same(d);
+      GS_CHECK(returned, "{}: a tensor passed to mark_dirty() must be returned from forward", name);
+      if (record) check_inplace(d, name.c_str(), {});
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (inputs[i].is_same(d) && d.version() == versions_before[i]) bump_version(d);
+    }
+    // An input returned unchanged gets a fresh alias so it can carry this function's history.
+    for (auto& o : outputs) {
+      bool is_dirty = false;
+      for (const auto& d : ctx->dirty_) is_dirty |= o.is_same(d);
+      for (const auto& in : inputs)
+        if (o.is_same(in) && !is_dirty) o = alias_with_geometry(in, in.sizes(), in.strides(), in.offset());
+    }
+    if (!record) return outputs;
+
+    auto node = std::make_shared<FunctionNode>(
+        name, [ctx, bwd](BackwardContext& bctx, const std::vector<Tensor>& grads) -> std::vector<Tensor> {
+          ctx->node_ = const_cast<Node*>(&bctx.node());
+          auto r = bwd(*ctx, grads);
+          GS_CHECK(r.size() == ctx->needs_input_grad_.size(),
+                   "custom function {}: backward returned {} gradients, expected {} (one per input)",
+                   bctx.node().name(), r.size(), ctx->needs_input_grad_.size());
+          return r;
+        });
+    node->once_differentiable = ctx->once_differentiable_;
+    std::vector<Tensor*> out_ptrs;
+    for (auto& o : outputs) out_ptrs.push_back(&o);
+    // A dirty non-leaf's history stays valid: this node records the write.
+    for (const auto& d : ctx->dirty_)
+      if (!d.is_leaf() && d.requires_grad()) d.impl()->meta().history_version = d.version();
+    connect_node(node, inputs, out_ptrs, {}, {});
+    // Saved in save_for_backward's order; outputs are saved as outputs (no reference cycle).
+    for (const auto& s : ctx->to_save_) {
+      std::string role = "a tensor computed in forward";
+      bool is_output = false;
+      for (size_t k = 0; k < outputs.size() && !is_output; ++k)
+        if (outputs[k].is_same(s)) is_output = true, role = fmt::format("output {}", k);
+      for (size_t k = 0; k < inputs.size() && !is_output; ++k)
+        if (inputs[k].is_same(s)) role = fmt::format("input {}", k);
+      node->saved.emplace_back(s, is_output, role);
+    }
+    for (const auto& nd : ctx->non_differentiable_)
+      for (auto& o : outputs)
+        if (o.is_same(nd) && o.impl()->autograd) {
+          o.impl()->autograd->grad_fn.reset();
+          o.impl()->autograd->requires_grad = false;
+        }
+    // The ctx lives in the node: holding outputs there would be a reference cycle.
+    ctx->to_save_.clear();
+    ctx->dirty_.clear();
+    ctx->non_differentiable_.clear();
+    return outputs;
+  }
+};
+
+std::vector<Tensor> apply_custom_function(std::string name, CustomForward fwd, CustomBackward bwd,
+                                          const std::vector<Tensor>& inputs) {
+  return CustomFunctionImpl::apply(std::move(name), fwd, bwd, inputs);
+}
+
+}  // namespace gs

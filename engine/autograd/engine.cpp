@@ -1,0 +1,294 @@
+// The backward engine: a graph root fans the output gradients out; nodes run in reverse creation
+// order once every gradient flowing into them has arrived (dependency counting); gradients meeting
+// at one slot are summed.
+#include "engine/autograd/engine.h"
+
+#include <cmath>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engine/autograd/anomaly.h"
+#include "engine/autograd/grad_arith.h"
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/node.h"
+#include "engine/factory.h"
+
+namespace gs {
+namespace {
+
+thread_local std::vector<std::vector<std::function<void()>>*> t_callback_stack;
+
+// Holds the gradients for the roots and hands them out as its outputs.
+class GraphRoot : public Node {
+ public:
+  explicit GraphRoot(std::vector<Tensor> grads) : Node("GraphRoot"), grads_(std::move(grads)) {}
+  std::vector<Tensor> apply(std::vector<Tensor>) override { return grads_; }
+
+ private:
+  std::vector<Tensor> grads_;
+};
+
+// Raised through a gradient whose producer cannot be differentiated again.
+class NotDifferentiableAgain : public Node {
+ public:
+  explicit NotDifferentiableAgain(std::string producer) : Node("NotDifferentiableAgain"), producer_(std::move(producer)) {}
+  std::vector<Tensor> apply(std::vector<Tensor>) override {
+    fail("the backward of {} is not differentiable (it is once-differentiable), so gradients of its gradients "
+         "cannot be computed; drop create_graph or use a differentiable formulation",
+         producer_);
+  }
+
+ private:
+  std::string producer_;
+};
+
+bool has_non_finite(const Tensor& t) {
+  if (!t.device().is_cpu()) return false;
+  bool bad = false;
+  dispatch_float_complex(t.dtype(), "anomaly check", [&]<typename T>() {
+    for (const T& v : t.to_vector<T>()) {
+      if constexpr (is_complex_v<T>) {
+        if (!std::isfinite(v.real()) || !std::isfinite(v.imag())) bad = true;
+      } else {
+        if (!std::isfinite(v)) bad = true;
+      }
+    }
+  });
+  return bad;
+}
+
+// Checks the gradient `g` that `node` produced for its input `i`; reduces it if it was broadcast.
+Tensor validate_gradient(const Node& node, size_t i, Tensor g) {
+  const TensorMeta& want = node.input_meta.at(i);
+  if (g.sizes() != want.sizes) {
+    GS_CHECK(is_expandable_to(want.sizes, g.sizes()),
+             "backward of {} returned a gradient of shape {} for input {}, expected {}", node.describe(),
+             shape_str(g.sizes()), i, shape_str(want.sizes));
+    g = gradient_arithmetic().sum_to(g, want.sizes);
+  }
+  GS_CHECK(g.dtype() == want.dtype, "backward of {} returned a {} gradient for input {}, expected {}",
+           node.describe(), dtype_name(g.dtype()), i, dtype_name(want.dtype));
+  GS_CHECK(g.device() == want.device, "backward of {} returned a gradient on {} for input {}, expected {}",
+           node.describe(), g.device(), i, want.device);
+  return g;
+}
+
+struct NodeTask {
+  Node* node;
+  bool operator<(const NodeTask& o) const { return node->sequence_nr() < o.node->sequence_nr(); }
+};
+
+struct Captures {
+  // (node, slot) -> index into the result vector
+  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> at;
+  std::vector<Tensor> grads;
+};
+
+void execute(const std::shared_ptr<Node>& root, bool retain_graph, bool create_graph, Captures* captures) {
+  // 1. Discover the graph.
+  std::vector<Node*> order;
+  std::unordered_set<Node*> seen{root.get()};
+  std::vector<Node*> stack{root.get()};
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    order.push_back(n);
+    for (auto& e : n->next_edges)
+      if (e.valid() && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+  }
+  // 2. Which nodes must run: all (backward), or those leading to a captured slot (grad).
+  //    Kahn's algorithm gives a topological order (parents first); walking it backwards decides
+  //    each node after all of its children. Sequence numbers cannot be used for this: leaf
+  //    accumulators are created lazily, after the nodes that feed them.
+  std::unordered_set<Node*> runs;
+  if (!captures) {
+    runs = seen;
+  } else {
+    std::unordered_map<Node*, int> indeg;
+    for (Node* n : order)
+      for (auto& e : n->next_edges)
+        if (e.valid()) indeg[e.fn.get()]++;
+    std::vector<Node*> topo{root.get()};
+    for (size_t k = 0; k < topo.size(); ++k)
+      for (auto& e : topo[k]->next_edges)
+        if (e.valid() && --indeg[e.fn.get()] == 0) topo.push_back(e.fn.get());
+    for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+      Node* n = *it;
+      for (auto& e : n->next_edges)
+        if (e.valid() && (runs.count(e.fn.get()) || captures->at.count(e.fn.get()))) {
+          runs.insert(n);
+          break;
+        }
+    }
+    runs.insert(root.get());
+  }
+  auto active = [&](Node* n) { return runs.count(n) || (captures && captures->at.count(n)); };
+  std::unordered_map<Node*, int> deps;
+  for (Node* n : runs)
+    for (auto& e : n->next_edges)
+      if (e.valid() && active(e.fn.get())) deps[e.fn.get()]++;
+
+  // 3. Run.
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  std::priority_queue<NodeTask> ready;
+  ready.push({root.get()});
+  GradModeGuard mode(create_graph);
+  while (!ready.empty()) {
+    Node* n = ready.top().node;
+    ready.pop();
+    std::vector<Tensor> grads = std::move(buffers[n]);
+    buffers.erase(n);
+    grads.resize(n->output_meta.size());
+    for (uint32_t s = 0; s < grads.size(); ++s) grads[s] = n->run_tensor_hooks(s, grads[s]);
+    if (captures) {
+      auto it = captures->at.find(n);
+      if (it != captures->at.end())
+        for (auto [slot, idx] : it->second) {
+          Tensor& dst = captures->grads[idx];
+          if (grads[slot].defined()) dst = dst.defined() ? gradient_arithmetic().add(dst, grads[slot]) : grads[slot];
+        }
+    }
+    if (!runs.count(n)) continue;
+
+    bool any = n == root.get();
+    for (auto& g : grads) any |= g.defined();
+    std::vector<Tensor> outs;
+    if (any) {
+      for (uint32_t s = 0; s < grads.size(); ++s)
+        if (!grads[s].defined()) {
+          const auto& m = n->output_meta[s];
+          grads[s] = zeros(m.sizes, m.dtype, m.device);
+        }
+      try {
+        outs = n->apply(std::move(grads));
+      } catch (const Error& e) {
+        if (n == root.get()) throw;
+        throw Error(fmt::format("in backward of {}: {}", n->describe(), e.what()));
+      }
+      if (!retain_graph) n->release_saved();
+    }
+    GS_CHECK(outs.empty() || outs.size() == n->next_edges.size(),
+             "backward of {} returned {} gradients, expected {} (one per input)", n->describe(), outs.size(),
+             n->next_edges.size());
+    for (size_t i = 0; i < n->next_edges.size(); ++i) {
+      const Edge& e = n->next_edges[i];
+      if (!e.valid() || !active(e.fn.get())) continue;
+      if (i < outs.size() && outs[i].defined()) {
+        Tensor g = n == root.get() ? outs[i] : validate_gradient(*n, i, outs[i]);
+        if (AnomalyMode::check_nan() && has_non_finite(g))
+          fail("anomaly mode: backward of {} produced NaN or Inf in the gradient for its input {} ({})",
+               n->describe(), i, g.meta_str());
+        if (create_graph && n->once_differentiable && g.requires_grad() == false) {
+          // Attach a node that refuses to be differentiated.
+          auto guard = std::make_shared<NotDifferentiableAgain>(n->describe());
+          g = g.detach();
+          guard->output_meta.push_back(TensorMeta::of(g));
+          auto& m = g.impl()->meta();
+          m.requires_grad = true;
+          m.grad_fn = guard;
+          m.history_version = g.version();
+        }
+        auto& buf = buffers[e.fn.get()];
+        buf.resize(e.fn->output_meta.size());
+        Tensor& slot = buf[e.output_nr];
+        slot = slot.defined() ? gradient_arithmetic().add(slot, g) : g;
+      }
+      if (--deps[e.fn.get()] == 0) ready.push({e.fn.get()});
+    }
+  }
+}
+
+std::shared_ptr<Node> make_root(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs,
+                                const char* api) {
+  GS_CHECK(grad_outputs.empty() || grad_outputs.size() == roots.size(),
+           "{}: got {} tensors and {} grad_outputs; expected one grad_output per tensor", api, roots.size(),
+           grad_outputs.size());
+  std::vector<Tensor> grads;
+  std::vector<Edge> edges;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    GS_CHECK(r.defined(), "{}: tensor {} is undefined", api, i);
+    GS_CHECK(r.requires_grad(),
+             "{}: element {} of tensors does not require grad and does not have a grad_fn ({}). Did you compute "
+             "it under no_grad, or forget set_requires_grad() on the inputs?",
+             api, i, r.meta_str());
+    Tensor g = i < grad_outputs.size() ? grad_outputs[i] : Tensor();
+    if (!g.defined()) {
+      GS_CHECK(r.numel() == 1,
+               "{}: grad can be implicitly created only for outputs with one element; tensor {} is {}. Pass "
+               "grad_outputs.",
+               api, i, r.meta_str());
+      g = ones(r.sizes(), r.dtype(), r.device());
+    } else {
+      GS_CHECK(g.sizes() == r.sizes() && g.dtype() == r.dtype(),
+               "{}: grad_output {} must match its tensor: expected {}, got {}", api, i, r.meta_str(), g.meta_str());
+    }
+    grads.push_back(g);
+    edges.push_back(gradient_edge(r));
+  }
+  auto root = std::make_shared<GraphRoot>(std::move(grads));
+  root->next_edges = std::move(edges);
+  for (auto& r : roots) root->input_meta.push_back(TensorMeta::of(r));
+  return root;
+}
+
+struct CallbackScope {
+  std::vector<std::function<void()>> callbacks;
+  CallbackScope() { t_callback_stack.push_back(&callbacks); }
+  ~CallbackScope() { t_callback_stack.pop_back(); }
+  void run() {
+    // Callbacks may queue more callbacks.
+    for (size_t i = 0; i < callbacks.size(); ++i) callbacks[i]();
+  }
+};
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs, bool retain_graph,
+              bool create_graph) {
+  auto root = make_root(roots, grad_outputs, "backward");
+  CallbackScope cbs;
+  execute(root, retain_graph || create_graph, create_graph, nullptr);
+  cbs.run();
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, GradOptions options) {
+  auto root = make_root(outputs, grad_outputs, "grad");
+  Captures cap;
+  cap.grads.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    GS_CHECK(inputs[i].defined() && inputs[i].requires_grad(),
+             "grad: input {} does not require grad ({}); only tensors that require grad can be differentiated "
+             "against",
+             i, inputs[i].defined() ? inputs[i].meta_str() : "undefined");
+    Edge e = gradient_edge(inputs[i]);
+    cap.at[e.fn.get()].emplace_back(e.output_nr, i);
+  }
+  CallbackScope cbs;
+  execute(root, options.retain_graph || options.create_graph, options.create_graph, &cap);
+  cbs.run();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!cap.grads[i].defined()) {
+      GS_CHECK(options.allow_unused,
+               "grad: input {} ({}) was not used to compute the outputs (or no gradient reached it); pass "
+               "allow_unused=true to get an undefined gradient for it",
+               i, inputs[i].meta_str());
+    } else if (!options.create_graph) {
+      cap.grads[i] = cap.grads[i].detach();
+    }
+  }
+  return cap.grads;
+}
+
+void queue_backward_callback(std::function<void()> fn) {
+  GS_CHECK(!t_callback_stack.empty(), "queue_backward_callback: can only be called while backward is running");
+  t_callback_stack.back()->push_back(std::move(fn));
+}
+
+void Tensor::backward(const Tensor& grad_output, bool retain_graph, bool create_graph) const {
+  gs::backward({*this}, {grad_output}, retain_graph, create_graph);
+}
+
+}  // namespace gs

@@ -1,0 +1,29 @@
+// Running the tape backward.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace gs {
+
+// Sums d(roots)/d(leaf) * grad_outputs into .grad of every leaf reached. An undefined grad output
+// is allowed for a one-element root and means 1.
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs = {},
+              bool retain_graph = false, bool create_graph = false);
+
+struct GradOptions {
+  bool retain_graph = false;  // also implied by create_graph
+  bool create_graph = false;
+  bool allow_unused = false;
+};
+
+// Returns d(outputs)/d(inputs) * grad_outputs without touching .grad. An input that the outputs do
+// not depend on is an error unless allow_unused, in which case its entry is undefined.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, GradOptions options = {});
+
+// Queues a callback to run once the current backward pass has finished (only during backward).
+void queue_backward_callback(std::function<void()> fn);
+
+}  // namespace gs

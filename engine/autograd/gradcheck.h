@@ -1,0 +1,40 @@
+// Finite-difference checks of backward rules, in f64/c128, with PyTorch's default tolerances.
+// gradcheck compares the analytical Jacobian (from backward) with central differences, checks that
+// backward is reentrant (two runs agree exactly) and that zero output gradients give zero input
+// gradients. gradgradcheck runs gradcheck on the function x, v -> grad(f(x), x, v, create_graph).
+// Complex tensors are checked as pairs of real numbers: a perturbation of the real and of the
+// imaginary part of each input, and the real and imaginary part of each output.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/random.h"
+#include "engine/tensor.h"
+
+namespace gs {
+
+struct GradcheckOptions {
+  double eps = 1e-6;
+  double atol = 1e-5;
+  double rtol = 1e-3;
+  double nondet_tol = 0.0;  // allowed difference between two backward runs
+  RandomKey key{20260101, 7};  // for gradgradcheck's random output gradients
+};
+
+struct GradcheckReport {
+  bool ok = true;
+  double max_abs_error = 0.0;
+  double max_rel_error = 0.0;  // over Jacobian entries with |numerical| >= 1e-6
+  std::string failure;         // first failure, empty when ok
+};
+
+using DifferentiableFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+// Inputs that require grad are checked; they must be f64 or c128.
+GradcheckReport gradcheck(const DifferentiableFn& f, const std::vector<Tensor>& inputs,
+                          const GradcheckOptions& options = {});
+GradcheckReport gradgradcheck(const DifferentiableFn& f, const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& options = {});
+
+}  // namespace gs

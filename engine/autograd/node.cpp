@@ -1,0 +1,187 @@
+#include "engine/autograd/node.h"
+
+#include <atomic>
+
+#include "engine/autograd/anomaly.h"
+#include "engine/autograd/grad_arith.h"
+#include "engine/autograd/grad_mode.h"
+
+namespace gs {
+namespace {
+std::atomic<uint64_t> g_next_sequence_nr{0};
+GradientArithmetic g_arith;
+}  // namespace
+
+void register_gradient_arithmetic(const GradientArithmetic& g) { g_arith = g; }
+const GradientArithmetic& gradient_arithmetic() {
+  GS_CHECK(g_arith.add && g_arith.sum_to, "internal: gradient arithmetic not registered (is ops/ linked?)");
+  return g_arith;
+}
+
+std::string TensorMeta::str() const { return fmt::format("{} {}", dtype_name(dtype), shape_str(sizes)); }
+
+// ---- SavedTensor
+SavedTensor::SavedTensor(const Tensor& t, bool is_output, std::string role)
+    : is_output_(is_output), role_(std::move(role)) {
+  if (!t.defined()) return;
+  was_defined_ = true;
+  saved_version_ = t.version();
+  requires_grad_ = t.requires_grad();
+  output_nr_ = t.output_nr();
+  if (is_output) {
+    // Keep the data, drop the grad_fn: the node owns this saved tensor and the grad_fn is the node.
+    data_ = Tensor(std::make_shared<TensorImpl>(t.storage(), t.sizes(), t.strides(), t.offset(), t.dtype()));
+  } else {
+    data_ = t;
+  }
+}
+
+Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
+  if (!was_defined_) return Tensor();
+  GS_CHECK(!released_,
+           "Trying to backward through the graph a second time (or to read saved tensors after they were freed): "
+           "{} of {} was released when backward first ran through it. Pass retain_graph=true to the first "
+           "backward() or grad() call if you need to run backward through the same graph again.",
+           role_, owner->describe());
+  if (data_.version() != saved_version_) {
+    fail("one of the tensors needed for gradient computation has been modified by an in-place operation: "
+         "{} of {} ({}, {}) was saved at version {} and is now at version {}. Something wrote to it (or to a "
+         "view sharing its storage) between forward and backward. {}",
+         role_, owner->describe(), dtype_name(data_.dtype()), shape_str(data_.sizes()), saved_version_,
+         data_.version(),
+         AnomalyMode::enabled()
+             ? "Look for in-place writes (add_, copy_, optimizer steps, buffer broadcasts) after that node ran."
+             : "Enable anomaly mode (gs::AnomalyModeGuard) to record where each node was created, and look for "
+               "in-place writes (add_, copy_, optimizer steps, buffer broadcasts) after it ran.");
+  }
+  if (!is_output_ || !requires_grad_) return data_;
+  // Re-attach the owner as grad_fn so gradients of gradients flow through this output.
+  auto impl = std::make_shared<TensorImpl>(data_.storage(), data_.sizes(), data_.strides(), data_.offset(),
+                                           data_.dtype());
+  auto& m = impl->meta();
+  m.requires_grad = true;
+  m.grad_fn = owner;
+  m.output_nr = output_nr_;
+  m.history_version = saved_version_;
+  return Tensor(impl);
+}
+
+// ---- Node
+Node::Node(std::string name) : name_(std::move(name)), sequence_nr_(g_next_sequence_nr++) {
+  if (AnomalyMode::enabled()) scope_ = current_anomaly_scope();
+}
+
+std::string Node::describe() const {
+  std::string s = fmt::format("'{}' (node #{}", name_, sequence_nr_);
+  if (!scope_.empty()) s += fmt::format(", created in scope '{}'", scope_);
+  return s + ")";
+}
+
+void Node::release_saved() {
+  for (auto& s : saved) s.release();
+}
+
+Tensor Node::run_tensor_hooks(uint32_t slot, Tensor grad) {
+  for (auto& [s, hook] : pre_hooks_) {
+    if (s != slot || !grad.defined()) continue;
+    Tensor r = hook(grad);
+    if (r.defined()) {
+      GS_CHECK(r.sizes() == grad.sizes() && r.dtype() == grad.dtype(),
+               "a hook on output {} of {} returned a gradient of {} {}, expected {}", slot, describe(),
+               dtype_name(r.dtype()), shape_str(r.sizes()), grad.meta_str());
+      grad = r;
+    }
+  }
+  for (auto& [s, weak] : retained_) {
+    if (s != slot || !grad.defined()) continue;
+    if (auto t = weak.lock()) {
+      auto& m = t->meta();
+      m.grad = m.grad.defined() ? gradient_arithmetic().add(m.grad, grad) : (GradMode::enabled() ? grad : grad.detach());
+    }
+  }
+  return grad;
+}
+
+void Node::add_tensor_pre_hook(uint32_t slot, TensorHook hook) { pre_hooks_.emplace_back(slot, std::move(hook)); }
+
+void Node::add_retained_grad(uint32_t slot, const std::shared_ptr<TensorImpl>& t) {
+  for (auto& [s, w] : retained_)
+    if (s == slot && w.lock() == t) return;
+  retained_.emplace_back(slot, t);
+}
+
+// ---- BackwardContext
+Tensor BackwardContext::saved(size_t i) const {
+  GS_CHECK(i < node_.saved.size(), "internal: {} asked for saved tensor {} of {}", node_.describe(), i,
+           node_.saved.size());
+  return node_.saved[i].unpack(node_.shared_from_this());
+}
+
+// ---- FunctionNode
+std::vector<Tensor> FunctionNode::apply(std::vector<Tensor> grads) {
+  BackwardContext ctx(*this);
+  return rule_(ctx, grads);
+}
+
+void FunctionNode::release_saved() { Node::release_saved(); }
+
+// ---- AccumulateGrad
+AccumulateGrad::AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf) : Node("AccumulateGrad"), leaf_(leaf) {
+  output_meta.push_back({leaf->sizes, leaf->dtype, leaf->storage->device()});
+}
+
+Tensor AccumulateGrad::run_tensor_hooks(uint32_t slot, Tensor grad) {
+  auto leaf = leaf_.lock();
+  if (!leaf || !leaf->autograd) return grad;
+  for (auto& hook : leaf->autograd->leaf_hooks) {
+    if (!grad.defined()) break;
+    Tensor r = hook(grad);
+    if (r.defined()) {
+      GS_CHECK(r.sizes() == grad.sizes() && r.dtype() == grad.dtype(),
+               "a hook on a leaf returned a gradient of {} {}, expected {}", dtype_name(r.dtype()),
+               shape_str(r.sizes()), grad.meta_str());
+      grad = r;
+    }
+  }
+  return grad;
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
+  auto leaf = leaf_.lock();
+  Tensor g = grads.at(0);
+  if (!leaf || !g.defined()) return {};
+  auto& m = leaf->meta();
+  if (!m.grad.defined()) {
+    // Take the incoming gradient as .grad; copy it unless nobody else can see its storage, so a
+    // later in-place accumulation never writes into another tensor.
+    if (GradMode::enabled()) {
+      m.grad = g;
+    } else if (g.impl_ptr().use_count() <= 2 && g.storage().use_count() == 1 && g.is_contiguous()) {
+      m.grad = g.detach();
+      m.grad.impl()->view_base.reset();
+    } else {
+      m.grad = contiguous_copy(g, true);
+    }
+  } else if (GradMode::enabled() || m.grad.requires_grad()) {
+    m.grad = gradient_arithmetic().add(m.grad, g);  // create_graph: keep the history
+  } else {
+    m.grad = gradient_arithmetic().add(m.grad, g).detach();
+  }
+  Tensor leaf_tensor(leaf);
+  for (auto& hook : m.post_accumulate_hooks) hook(leaf_tensor);
+  return {};
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  if (t.grad_fn()) return {t.grad_fn(), t.output_nr()};
+  auto& m = t.impl()->meta();
+  auto acc = m.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    m.grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+}  // namespace gs

@@ -1,0 +1,137 @@
+// The tape: nodes with backward rules, edges to the nodes of their inputs, and saved tensors.
+// Node "outputs" are the forward op's outputs: a node receives one gradient per forward output
+// and returns one gradient per forward input (or an undefined tensor where none flows).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace gs {
+
+class Node;
+
+// Where a gradient goes: gradient slot `output_nr` of node `fn` (null fn: the input needs no grad).
+struct Edge {
+  std::shared_ptr<Node> fn;
+  uint32_t output_nr = 0;
+  bool valid() const { return fn != nullptr; }
+};
+
+// Shape, dtype and device of one forward input or output, kept after the tensor itself is gone.
+struct TensorMeta {
+  Shape sizes;
+  DType dtype = DType::f32;
+  Device device;
+  static TensorMeta of(const Tensor& t) { return {t.sizes(), t.dtype(), t.device()}; }
+  std::string str() const;
+};
+
+// A tensor saved for backward, with the version it was saved at. Saved outputs are stored without
+// their grad_fn (that would be a reference cycle) and re-attached to the owning node on unpack.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  SavedTensor(const Tensor& t, bool is_output, std::string role);
+  // Throws if the graph was released or the tensor was modified in place since it was saved.
+  Tensor unpack(const std::shared_ptr<Node>& owner) const;
+  void release() { data_ = Tensor(); released_ = true; }
+  bool defined() const { return was_defined_; }
+  uint64_t saved_version() const { return saved_version_; }
+  const std::string& role() const { return role_; }
+  const Tensor& peek() const { return data_; }  // for DOT export; no checks
+
+ private:
+  Tensor data_;
+  uint64_t saved_version_ = 0;
+  bool is_output_ = false;
+  bool requires_grad_ = false;
+  uint32_t output_nr_ = 0;
+  bool released_ = false;
+  bool was_defined_ = false;
+  std::string role_;  // "input 1", "output 0", "a tensor computed in forward"
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  explicit Node(std::string name);
+  virtual ~Node() = default;
+
+  const std::string& name() const { return name_; }
+  uint64_t sequence_nr() const { return sequence_nr_; }
+  // Creation scope recorded when anomaly mode is on ("" otherwise).
+  const std::string& scope() const { return scope_; }
+  // "'mul' (node #12, created in scope 'block 3')" for error messages.
+  std::string describe() const;
+
+  // grads: one per forward output (zero-filled by the engine); returns one per forward input.
+  virtual std::vector<Tensor> apply(std::vector<Tensor> grads) = 0;
+  virtual void release_saved();
+  // Tensor hooks on the gradient of forward output `slot`; may replace it.
+  virtual Tensor run_tensor_hooks(uint32_t slot, Tensor grad);
+  void add_tensor_pre_hook(uint32_t slot, TensorHook hook);
+  void add_retained_grad(uint32_t slot, const std::shared_ptr<TensorImpl>& t);
+
+  std::vector<Edge> next_edges;        // one per forward input
+  std::vector<TensorMeta> input_meta;  // one per forward input
+  std::vector<TensorMeta> output_meta; // one per forward output
+  std::vector<SavedTensor> saved;
+  // Set by ops whose backward is not itself differentiable: asking for create_graph through
+  // them makes the gradient's own backward throw.
+  bool once_differentiable = false;
+
+ protected:
+  std::string name_;
+  uint64_t sequence_nr_;
+  std::string scope_;
+  std::vector<std::pair<uint32_t, TensorHook>> pre_hooks_;
+  std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained_;
+};
+
+// What a backward rule sees: saved tensors (version-checked), which inputs need gradients,
+// and the inputs' metadata (for reducing broadcast gradients).
+class BackwardContext {
+ public:
+  BackwardContext(Node& node) : node_(node) {}
+  Tensor saved(size_t i) const;
+  bool needs_input_grad(size_t i) const { return node_.next_edges.at(i).valid(); }
+  const TensorMeta& input(size_t i) const { return node_.input_meta.at(i); }
+  const Node& node() const { return node_; }
+
+ private:
+  Node& node_;
+};
+
+using BackwardRule = std::function<std::vector<Tensor>(BackwardContext& ctx, const std::vector<Tensor>& grads)>;
+
+// The node every differentiable op records: a name, a rule and saved tensors.
+class FunctionNode : public Node {
+ public:
+  FunctionNode(std::string name, BackwardRule rule) : Node(std::move(name)), rule_(std::move(rule)) {}
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override;
+  void release_saved() override;
+
+ private:
+  BackwardRule rule_;
+};
+
+// The sink for a leaf: runs its hooks, sums into .grad, then runs its post-accumulate hooks.
+class AccumulateGrad : public Node {
+ public:
+  explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf);
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override;
+  Tensor run_tensor_hooks(uint32_t slot, Tensor grad) override;
+  std::shared_ptr<TensorImpl> leaf() const { return leaf_.lock(); }
+
+ private:
+  std::weak_ptr<TensorImpl> leaf_;
+};
+
+// The edge a gradient for `t` should flow into (its grad_fn, or its leaf accumulator), or an
+// invalid edge if `t` does not require grad.
+Edge gradient_edge(const Tensor& t);
+
+}  // namespace gs

@@ -1,0 +1,72 @@
+#include "engine/storage.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+namespace gs {
+namespace {
+
+class CpuAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes) override {
+    size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) fail("out of CPU memory: could not allocate {} bytes", nbytes);
+    size_t now = in_use_.fetch_add(nbytes) + nbytes;
+    size_t peak = peak_.load();
+    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+    }
+    return p;
+  }
+  void deallocate(void* p, size_t nbytes) override {
+    std::free(p);
+    in_use_.fetch_sub(nbytes);
+  }
+  size_t bytes_in_use() const override { return in_use_.load(); }
+  size_t peak_bytes() const override { return peak_.load(); }
+  void reset_peak() override { peak_.store(in_use_.load()); }
+
+ private:
+  std::atomic<size_t> in_use_{0}, peak_{0};
+};
+
+CpuAllocator& cpu_allocator() {
+  static CpuAllocator a;
+  return a;
+}
+
+Allocator* g_allocators[2] = {nullptr, nullptr};
+CopyFn g_copies[2] = {nullptr, nullptr};
+
+}  // namespace
+
+Allocator& allocator_for(DeviceType t) {
+  if (t == DeviceType::cpu) return cpu_allocator();
+  Allocator* a = g_allocators[static_cast<int>(t)];
+  GS_CHECK(a, "no allocator for device type cuda: this gradsphere was built without CUDA (reconfigure with -Dcuda=enabled)");
+  return *a;
+}
+
+void register_allocator(DeviceType t, Allocator* a) { g_allocators[static_cast<int>(t)] = a; }
+void register_device_copy(DeviceType t, CopyFn fn) { g_copies[static_cast<int>(t)] = fn; }
+
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes) {
+  if (nbytes == 0) return;
+  if (dst_dev.is_cpu() && src_dev.is_cpu()) {
+    std::memcpy(dst, src, nbytes);
+    return;
+  }
+  CopyFn fn = g_copies[static_cast<int>(DeviceType::cuda)];
+  GS_CHECK(fn, "copy between {} and {}: this gradsphere was built without CUDA", src_dev, dst_dev);
+  fn(dst, dst_dev, src, src_dev, nbytes);
+}
+
+StorageImpl::StorageImpl(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  data_ = allocator_for(device.type).allocate(nbytes);
+}
+
+StorageImpl::~StorageImpl() { allocator_for(device_.type).deallocate(data_, nbytes_); }
+
+}  // namespace gs

@@ -1,0 +1,63 @@
+// Storage: the bytes behind one or more tensors, the device they live on, and the version counter
+// that every view of them shares (DESIGN.md: views share storage and the version counter).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/device.h"
+
+namespace gs {
+
+// Allocates and frees bytes on one device type. CPU memory is 64-byte aligned for SIMD.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes) = 0;
+  virtual void deallocate(void* p, size_t nbytes) = 0;
+  // Bytes currently held and the high-water mark since the last reset (benchmarks report these).
+  virtual size_t bytes_in_use() const = 0;
+  virtual size_t peak_bytes() const = 0;
+  virtual void reset_peak() = 0;
+};
+
+// The allocator for a device type; CUDA registers its own when built with CUDA.
+Allocator& allocator_for(DeviceType t);
+void register_allocator(DeviceType t, Allocator* a);
+// Copies bytes between (possibly different) devices.
+using CopyFn = void (*)(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
+void register_device_copy(DeviceType t, CopyFn fn);
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
+
+class StorageImpl {
+ public:
+  StorageImpl(size_t nbytes, Device device);
+  ~StorageImpl();
+  StorageImpl(const StorageImpl&) = delete;
+  StorageImpl& operator=(const StorageImpl&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+  // Bumped by every in-place or out= write to any tensor on this storage, in every grad mode.
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
+  // Read-only storage (cached constant tables): in-place writes throw with `read_only_reason`.
+  bool read_only() const { return !read_only_reason_.empty(); }
+  const std::string& read_only_reason() const { return read_only_reason_; }
+  void set_read_only(std::string reason) { read_only_reason_ = std::move(reason); }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  uint64_t version_ = 0;
+  std::string read_only_reason_;
+};
+
+using Storage = std::shared_ptr<StorageImpl>;
+
+}  // namespace gs

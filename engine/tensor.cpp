@@ -1,0 +1,252 @@
+#include "engine/tensor.h"
+
+#include <cstring>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/node.h"
+#include "engine/strided_loop.h"
+
+namespace gs {
+
+// ---- metadata
+const Shape& Tensor::sizes() const { return impl_->sizes; }
+const Shape& Tensor::strides() const { return impl_->strides; }
+int64_t Tensor::size(int64_t d) const { return impl_->sizes[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
+int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->sizes.size()); }
+int64_t Tensor::numel() const { return numel_of(impl_->sizes); }
+int64_t Tensor::offset() const { return impl_->offset; }
+DType Tensor::dtype() const { return impl_->dtype; }
+Device Tensor::device() const { return impl_->storage->device(); }
+const Storage& Tensor::storage() const { return impl_->storage; }
+bool Tensor::is_view() const { return impl_->view_base != nullptr; }
+Tensor Tensor::view_base() const { return Tensor(impl_->view_base); }
+uint64_t Tensor::version() const { return impl_->storage->version(); }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t d = dim() - 1; d >= 0; --d) {
+    if (impl_->sizes[d] == 1) continue;
+    if (impl_->strides[d] != expected) return false;
+    expected *= impl_->sizes[d];
+  }
+  return true;
+}
+
+std::string Tensor::meta_str() const {
+  if (!defined()) return "undefined tensor";
+  return fmt::format("{} {} on {}", dtype_name(dtype()), shape_str(sizes()), device().str());
+}
+
+void* Tensor::raw_data() const {
+  return static_cast<char*>(impl_->storage->data()) + impl_->offset * static_cast<int64_t>(dtype_size(dtype()));
+}
+
+template <typename T>
+T Tensor::item() const {
+  GS_CHECK(defined(), "item(): the tensor is undefined");
+  GS_CHECK(numel() == 1, "item(): expected a tensor with one element, got shape {}", shape_str(sizes()));
+  return to_vector<T>()[0];
+}
+
+template <typename To>
+std::vector<To> Tensor::to_vector() const {
+  GS_CHECK(defined(), "to_vector(): the tensor is undefined");
+  Tensor c = contiguous_copy(device().is_cpu() ? *this : to_device_copy(*this, Device::cpu()));
+  std::vector<To> out(static_cast<size_t>(numel()));
+  dispatch_all(dtype(), "to_vector", [&]<typename From>() {
+    const From* p = c.data<From>();
+    for (size_t i = 0; i < out.size(); ++i) {
+      if constexpr (is_complex_v<From> && !is_complex_v<To>) {
+        out[i] = static_cast<To>(p[i].real());
+      } else if constexpr (is_complex_v<To> && !is_complex_v<From>) {
+        out[i] = To(static_cast<real_t<To>>(p[i]));
+      } else {
+        out[i] = static_cast<To>(p[i]);
+      }
+    }
+  });
+  return out;
+}
+
+#define GS_INSTANTIATE(T)                             \
+  template T Tensor::item<T>() const;                 \
+  template std::vector<T> Tensor::to_vector<T>() const;
+GS_INSTANTIATE(float)
+GS_INSTANTIATE(double)
+GS_INSTANTIATE(c64)
+GS_INSTANTIATE(c128)
+GS_INSTANTIATE(int64_t)
+GS_INSTANTIATE(bool)
+#undef GS_INSTANTIATE
+
+// ---- autograd state
+bool Tensor::requires_grad() const { return impl_ && impl_->autograd && impl_->autograd->requires_grad; }
+
+Tensor& Tensor::set_requires_grad(bool r) {
+  GS_CHECK(defined(), "set_requires_grad: the tensor is undefined");
+  GS_CHECK(is_leaf(), "set_requires_grad: only leaf tensors can be changed; this {} tensor was computed by '{}' "
+           "(use detach() to get a new leaf)", meta_str(), grad_fn()->name());
+  GS_CHECK(!r || is_differentiable(dtype()),
+           "set_requires_grad: only floating and complex tensors can require gradients, got {}", dtype_name(dtype()));
+  impl_->meta().requires_grad = r;
+  return *this;
+}
+
+bool Tensor::is_leaf() const { return !impl_->autograd || !impl_->autograd->grad_fn; }
+
+const std::shared_ptr<Node>& Tensor::grad_fn() const {
+  static const std::shared_ptr<Node> none;
+  return impl_->autograd ? impl_->autograd->grad_fn : none;
+}
+
+uint32_t Tensor::output_nr() const { return impl_->autograd ? impl_->autograd->output_nr : 0; }
+
+Tensor Tensor::grad() const { return impl_->autograd ? impl_->autograd->grad : Tensor(); }
+
+void Tensor::set_grad(const Tensor& g) const {
+  if (g.defined()) {
+    GS_CHECK(g.sizes() == sizes() && g.dtype() == dtype(),
+             "set_grad: the gradient must match the tensor: expected {}, got {}", meta_str(), g.meta_str());
+  }
+  impl_->meta().grad = g;
+}
+
+void Tensor::register_hook(TensorHook hook) const {
+  GS_CHECK(requires_grad(), "register_hook: cannot register a hook on a tensor that does not require grad ({})",
+           meta_str());
+  if (is_leaf()) {
+    impl_->meta().leaf_hooks.push_back(std::move(hook));
+  } else {
+    grad_fn()->add_tensor_pre_hook(output_nr(), std::move(hook));
+  }
+}
+
+void Tensor::register_post_accumulate_grad_hook(PostAccumulateHook hook) const {
+  GS_CHECK(is_leaf() && requires_grad(),
+           "register_post_accumulate_grad_hook: expected a leaf that requires grad, got a {} {}",
+           is_leaf() ? "leaf that does not require grad," : "non-leaf", meta_str());
+  impl_->meta().post_accumulate_hooks.push_back(std::move(hook));
+}
+
+void Tensor::retain_grad() const {
+  GS_CHECK(requires_grad(), "retain_grad: the tensor does not require grad ({})", meta_str());
+  if (is_leaf()) return;  // leaves keep .grad anyway
+  grad_fn()->add_retained_grad(output_nr(), impl_);
+}
+
+Tensor Tensor::detach() const {
+  auto impl = std::make_shared<TensorImpl>(impl_->storage, impl_->sizes, impl_->strides, impl_->offset, impl_->dtype);
+  impl->view_base = impl_->view_base ? impl_->view_base : impl_;
+  return Tensor(impl);
+}
+
+const std::string& Tensor::name() const {
+  static const std::string none;
+  return impl_->autograd ? impl_->autograd->name : none;
+}
+
+Tensor& Tensor::set_name(std::string n) {
+  impl_->meta().name = std::move(n);
+  return *this;
+}
+
+// ---- construction
+Tensor empty(const Shape& sizes, DType dtype, Device device) {
+  for (auto s : sizes) GS_CHECK(s >= 0, "empty: sizes must be non-negative, got {}", shape_str(sizes));
+  auto storage = std::make_shared<StorageImpl>(numel_of(sizes) * dtype_size(dtype), device);
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype));
+}
+
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype(), t.device()); }
+
+Tensor alias_with_geometry(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>(base.storage(), std::move(sizes), std::move(strides), offset, base.dtype());
+  impl->view_base = base.impl()->view_base ? base.impl()->view_base : base.impl_ptr();
+  return Tensor(impl);
+}
+
+namespace {
+
+template <typename To, typename From>
+To convert(From v) {
+  if constexpr (is_complex_v<From> && !is_complex_v<To>) {
+    return static_cast<To>(v.real());
+  } else if constexpr (is_complex_v<To> && !is_complex_v<From>) {
+    return To(static_cast<real_t<To>>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+// dst and src share dst's shape (src already expanded to it).
+void strided_convert(const Tensor& dst, const Tensor& src_expanded) {
+  dispatch_all(dst.dtype(), "copy", [&]<typename To>() {
+    dispatch_all(src_expanded.dtype(), "copy", [&]<typename From>() {
+      To* d = static_cast<To*>(dst.storage()->data());
+      const From* s = static_cast<const From*>(src_expanded.storage()->data());
+      for_each_run<2>(dst.sizes(), {&dst.strides(), &src_expanded.strides()},
+                      {dst.offset(), src_expanded.offset()}, [&](auto off, auto inner, int64_t n) {
+                        if (inner[0] == 1 && inner[1] == 1) {
+                          if constexpr (std::is_same_v<To, From>) {
+                            std::memcpy(d + off[0], s + off[1], n * sizeof(To));
+                          } else {
+                            for (int64_t i = 0; i < n; ++i) d[off[0] + i] = convert<To>(s[off[1] + i]);
+                          }
+                        } else {
+                          for (int64_t i = 0; i < n; ++i)
+                            d[off[0] + i * inner[0]] = convert<To>(s[off[1] + i * inner[1]]);
+                        }
+                      });
+    });
+  });
+}
+
+}  // namespace
+
+void copy_values(const Tensor& dst, const Tensor& src) {
+  GS_CHECK(dst.device() == src.device(), "copy: expected tensors on the same device, got {} and {}", dst.device(),
+           src.device());
+  GS_CHECK(is_expandable_to(src.sizes(), dst.sizes()), "copy: source {} cannot be broadcast to destination {}",
+           shape_str(src.sizes()), shape_str(dst.sizes()));
+  GS_CHECK(dst.device().is_cpu(), "copy on {} is not implemented", dst.device());
+  // Expand src to dst's shape with zero strides on broadcast dims.
+  Shape st(dst.dim(), 0);
+  int64_t off = dst.dim() - src.dim();
+  for (int64_t d = 0; d < src.dim(); ++d) st[d + off] = src.sizes()[d] == 1 ? 0 : src.strides()[d];
+  auto expanded = std::make_shared<TensorImpl>(src.storage(), dst.sizes(), st, src.offset(), src.dtype());
+  strided_convert(dst, Tensor(expanded));
+}
+
+Tensor contiguous_copy(const Tensor& t, bool force_copy) {
+  if (!force_copy && t.is_contiguous()) return t;
+  Tensor out = empty(t.sizes(), t.dtype(), t.device());
+  copy_values(out, t);
+  return out;
+}
+
+Tensor cast_copy(const Tensor& t, DType dtype) {
+  Tensor out = empty(t.sizes(), dtype, t.device());
+  copy_values(out, t);
+  return out;
+}
+
+Tensor to_device_copy(const Tensor& t, Device device) {
+  Tensor src = t.device() == device ? t : contiguous_copy(t);
+  Tensor out = empty(t.sizes(), t.dtype(), device);
+  if (t.device() == device) {
+    copy_values(out, src);
+  } else {
+    copy_bytes(out.raw_data(), device, src.raw_data(), src.device(), src.numel() * dtype_size(src.dtype()));
+  }
+  return out;
+}
+
+void check_writable(const Tensor& t, const char* op) {
+  GS_CHECK(!t.storage()->read_only(), "{}: cannot write in place to a read-only tensor ({}): {}", op, t.meta_str(),
+           t.storage()->read_only_reason());
+}
+
+void bump_version(const Tensor& t) { t.storage()->bump_version(); }
+
+}  // namespace gs

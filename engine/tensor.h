@@ -1,0 +1,148 @@
+// Tensor: a cheap handle to a TensorImpl (storage + sizes/strides/offset + dtype + autograd meta).
+// Differentiable functions on tensors live in ops/; this header holds only what the engine itself
+// needs: metadata, raw data access, autograd state, detach, item, and printing.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/dtype.h"
+#include "engine/shape.h"
+#include "engine/storage.h"
+
+namespace gs {
+
+class Node;
+class Tensor;
+class TensorImpl;
+
+// A tensor hook sees the gradient flowing into a tensor; returning a defined tensor replaces it.
+using TensorHook = std::function<Tensor(const Tensor& grad)>;
+// Runs on a leaf after its .grad was updated (the distributed gradient reducer is built on these).
+using PostAccumulateHook = std::function<void(const Tensor& leaf)>;
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+
+  // ---- metadata
+  const Shape& sizes() const;
+  const Shape& strides() const;
+  int64_t size(int64_t dim) const;
+  int64_t stride(int64_t dim) const;
+  int64_t dim() const;
+  int64_t numel() const;
+  int64_t offset() const;  // in elements
+  DType dtype() const;
+  Device device() const;
+  const Storage& storage() const;
+  bool is_contiguous() const;
+  bool is_view() const;              // shares storage with the tensor it was viewed from
+  Tensor view_base() const;          // that tensor (undefined when not a view)
+  uint64_t version() const;          // of the storage: shared by all views
+  std::string meta_str() const;      // "f32 (2, 3) on cpu"
+
+  // ---- raw data (CPU): pointer to the first element; checks the dtype.
+  template <typename T>
+  T* data() const {
+    GS_CHECK(dtype_of<T>::value == dtype(), "data<{}>() called on a {} tensor", dtype_name(dtype_of<T>::value),
+             dtype_name(dtype()));
+    return static_cast<T*>(raw_data());
+  }
+  void* raw_data() const;
+  // The single value of a one-element tensor.
+  template <typename T>
+  T item() const;
+  // All elements in row-major order, converted to T (test and I/O helper).
+  template <typename T>
+  std::vector<T> to_vector() const;
+
+  // ---- autograd
+  bool requires_grad() const;
+  // Only leaves can be set, and only with a floating or complex dtype.
+  Tensor& set_requires_grad(bool r = true);
+  bool is_leaf() const;  // no grad_fn (created by the user, or does not require grad)
+  const std::shared_ptr<Node>& grad_fn() const;
+  uint32_t output_nr() const;
+  Tensor grad() const;
+  void set_grad(const Tensor& g) const;
+  // Sums the gradient of this tensor into the leaves of its graph (engine/autograd/engine.cpp).
+  void backward(const Tensor& grad_output = {}, bool retain_graph = false, bool create_graph = false) const;
+  void register_hook(TensorHook hook) const;
+  void register_post_accumulate_grad_hook(PostAccumulateHook hook) const;
+  void retain_grad() const;  // keep .grad on a non-leaf
+  // Same storage and version counter, no autograd history.
+  Tensor detach() const;
+  // Optional name shown in DOT graphs and error messages.
+  const std::string& name() const;
+  Tensor& set_name(std::string n);
+
+  std::string str() const;  // readable printing (engine/print.cpp)
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+struct AutogradMeta {
+  bool requires_grad = false;
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;  // null for leaves
+  uint32_t output_nr = 0;
+  std::weak_ptr<Node> grad_accumulator;  // leaves: created lazily, owned by the graph
+  std::vector<TensorHook> leaf_hooks;    // leaves; a non-leaf's hooks live on its grad_fn
+  std::vector<PostAccumulateHook> post_accumulate_hooks;
+  // Storage version when grad_fn was set: if the value changes behind autograd's back (e.g. an
+  // in-place write through a view or under no_grad), the recorded history no longer matches it.
+  uint64_t history_version = 0;
+  std::string name;
+};
+
+class TensorImpl {
+ public:
+  TensorImpl(Storage s, Shape sizes, Shape strides, int64_t offset, DType dtype)
+      : storage(std::move(s)), sizes(std::move(sizes)), strides(std::move(strides)), offset(offset), dtype(dtype) {}
+
+  Storage storage;
+  Shape sizes;
+  Shape strides;
+  int64_t offset = 0;
+  DType dtype;
+  std::unique_ptr<AutogradMeta> autograd;  // created on first use
+  std::shared_ptr<TensorImpl> view_base;   // root tensor this is a view of, if any
+
+  AutogradMeta& meta() {
+    if (!autograd) autograd = std::make_unique<AutogradMeta>();
+    return *autograd;
+  }
+};
+
+// ---- construction (no autograd): used by factories and op kernels.
+Tensor empty(const Shape& sizes, DType dtype = DType::f32, Device device = Device::cpu());
+Tensor empty_like(const Tensor& t);
+// A view of `base`'s storage with new geometry; `base` becomes its view base. No autograd.
+Tensor alias_with_geometry(const Tensor& base, Shape sizes, Shape strides, int64_t offset);
+// A new contiguous tensor with the same values (no autograd); returns `t` itself if contiguous
+// and `force_copy` is false.
+Tensor contiguous_copy(const Tensor& t, bool force_copy = false);
+// Element-wise cast into a new contiguous tensor (no autograd). complex->real keeps the real part.
+Tensor cast_copy(const Tensor& t, DType dtype);
+// Copies values of src into dst (same numel, broadcast allowed), casting; no autograd, no version bump.
+void copy_values(const Tensor& dst, const Tensor& src);
+// Copies to another device (no autograd).
+Tensor to_device_copy(const Tensor& t, Device device);
+
+// ---- write protection and version counting, for in-place writes done by op kernels.
+// Throws if the storage is read-only, naming `op`.
+void check_writable(const Tensor& t, const char* op);
+void bump_version(const Tensor& t);
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+}  // namespace gs

@@ -1,0 +1,137 @@
+// Comparisons (bool masks, never differentiable) and where(), whose gradient routes g to the
+// branch that was taken.
+#include <cmath>
+
+#include "engine/autograd/record.h"
+#include "engine/factory.h"
+#include "ops/compare.h"
+#include "ops/kernels.h"
+#include "ops/registry.h"
+
+namespace gs {
+namespace {
+
+template <typename F>
+Tensor compare(const Tensor& a, const Tensor& b, const char* op, bool ordered, F f) {
+  kernels::check_same_dtype(a, b, op);
+  kernels::check_same_device(a, b, op);
+  kernels::check_cpu(a, op);
+  Tensor out = empty(broadcast_shapes(a.sizes(), b.sizes(), op), DType::b8, a.device());
+  dispatch_all(a.dtype(), op, [&]<typename T>() {
+    if constexpr (is_complex_v<T> || std::is_same_v<T, bool>) {
+      GS_CHECK(!ordered, "{}: ordering comparisons need a real dtype (f32, f64, i64), got {}", op,
+               dtype_name(a.dtype()));
+      kernels::binary_loop<bool, T, T>(out, a, b, [](T x, T y) { return x == y; });
+      if (std::string_view(op) == "ne") kernels::binary_loop<bool, T, T>(out, a, b, [](T x, T y) { return x != y; });
+    } else {
+      kernels::binary_loop<bool, T, T>(out, a, b, f);
+    }
+  });
+  return out;
+}
+
+Tensor scalar_of(const Tensor& like, double v) {
+  kernels::check_defined(like, "comparison");
+  return full({}, v, like.dtype(), like.device());
+}
+
+}  // namespace
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(a, b, "eq", false, [](auto x, auto y) { return x == y; }); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(a, b, "ne", false, [](auto x, auto y) { return x != y; }); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(a, b, "lt", true, [](auto x, auto y) { return x < y; }); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(a, b, "le", true, [](auto x, auto y) { return x <= y; }); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(a, b, "gt", true, [](auto x, auto y) { return x > y; }); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(a, b, "ge", true, [](auto x, auto y) { return x >= y; }); }
+Tensor eq(const Tensor& a, double b) { return eq(a, scalar_of(a, b)); }
+Tensor lt(const Tensor& a, double b) { return lt(a, scalar_of(a, b)); }
+Tensor le(const Tensor& a, double b) { return le(a, scalar_of(a, b)); }
+Tensor gt(const Tensor& a, double b) { return gt(a, scalar_of(a, b)); }
+Tensor ge(const Tensor& a, double b) { return ge(a, scalar_of(a, b)); }
+
+Tensor logical_not(const Tensor& mask) {
+  kernels::check_defined(mask, "logical_not");
+  GS_CHECK(mask.dtype() == DType::b8, "logical_not: expected a bool mask, got {}", mask.meta_str());
+  Tensor out = empty(mask.sizes(), DType::b8, mask.device());
+  kernels::unary_loop<bool, bool>(out, mask, [](bool v) { return !v; });
+  return out;
+}
+
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  GS_CHECK(a.defined() && b.defined() && a.dtype() == DType::b8 && b.dtype() == DType::b8,
+           "logical_and: expected two bool masks, got {} and {}", a.defined() ? a.meta_str() : "undefined",
+           b.defined() ? b.meta_str() : "undefined");
+  Tensor out = empty(broadcast_shapes(a.sizes(), b.sizes(), "logical_and"), DType::b8, a.device());
+  kernels::binary_loop<bool, bool, bool>(out, a, b, [](bool x, bool y) { return x && y; });
+  return out;
+}
+
+Tensor isfinite(const Tensor& t) {
+  kernels::check_defined(t, "isfinite");
+  kernels::check_cpu(t, "isfinite");
+  Tensor out = empty(t.sizes(), DType::b8, t.device());
+  dispatch_all(t.dtype(), "isfinite", [&]<typename T>() {
+    kernels::unary_loop<bool, T>(out, t, [](T v) {
+      if constexpr (is_complex_v<T>) return std::isfinite(v.real()) && std::isfinite(v.imag());
+      else if constexpr (std::is_floating_point_v<T>) return std::isfinite(v);
+      else return true;
+    });
+  });
+  return out;
+}
+
+bool all_true(const Tensor& mask) {
+  GS_CHECK(mask.defined() && mask.dtype() == DType::b8, "all_true: expected a bool mask, got {}",
+           mask.defined() ? mask.meta_str() : "undefined");
+  for (bool v : mask.to_vector<bool>())
+    if (!v) return false;
+  return true;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  kernels::check_defined(cond, "where", "the condition");
+  GS_CHECK(cond.dtype() == DType::b8, "where: the condition must be a bool mask, got {}", cond.meta_str());
+  kernels::check_same_dtype(a, b, "where");
+  kernels::check_same_device(a, b, "where");
+  kernels::check_same_device(cond, a, "where");
+  kernels::check_cpu(a, "where");
+  Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
+  Tensor out = empty(shape, a.dtype(), a.device());
+  dispatch_all(a.dtype(), "where", [&]<typename T>() {
+    T* o = out.data<T>();
+    const bool* pc = static_cast<const bool*>(cond.storage()->data());
+    const T* pa = static_cast<const T*>(a.storage()->data());
+    const T* pb = static_cast<const T*>(b.storage()->data());
+    kernels::parallel_runs<4>(
+        shape,
+        {contiguous_strides(shape), kernels::expanded_strides(cond, shape), kernels::expanded_strides(a, shape),
+         kernels::expanded_strides(b, shape)},
+        {0, cond.offset(), a.offset(), b.offset()}, [&](auto off, auto in, int64_t len) {
+          for (int64_t i = 0; i < len; ++i)
+            o[off[0] + i] = pc[off[1] + i * in[1]] ? pa[off[2] + i * in[2]] : pb[off[3] + i * in[3]];
+        });
+  });
+  if (should_record({a, b}))
+    record_op("where", {a, b}, {&out}, {cond}, {}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
+      Tensor c = ctx.saved(0), zero = full({}, 0.0, g[0].dtype(), g[0].device());
+      return std::vector<Tensor>{ctx.needs_input_grad(0) ? where(c, g[0], zero) : Tensor(),
+                                 ctx.needs_input_grad(1) ? where(c, zero, g[0]) : Tensor()};
+    });
+  return out;
+}
+
+namespace {
+using V = std::vector<Tensor>;
+const OpRegistrar registrar{
+    {"where",
+     [](RandomKey k) {
+       Tensor c = gt(randn({3, 1}, {k.seed, 31}, DType::f64), 0.0);
+       return std::vector<OpSample>{
+           {"broadcast", {c, sample_leaf({3, 4}, {k.seed, 32}), sample_leaf({4}, {k.seed, 33})}},
+           {"complex", {c, sample_leaf({3, 2}, {k.seed, 34}, DType::c128), sample_leaf({3, 2}, {k.seed, 35}, DType::c128)}}};
+     },
+     [](const V& x) { return V{where(x[0], x[1], x[2])}; }},
+};
+}  // namespace
+
+}  // namespace gs

@@ -1,0 +1,104 @@
+// Shared machinery for CPU op kernels (internal to ops/): dtype/device checks and the strided,
+// broadcasting, OpenMP-parallel element loops that elementwise ops are built from.
+#pragma once
+#include <omp.h>
+
+#include <array>
+
+#include "engine/strided_loop.h"
+#include "engine/tensor.h"
+
+namespace gs::kernels {
+
+// Below this many elements a loop stays on one thread: forking costs more than it saves.
+inline constexpr int64_t kParallelGrain = 32768;
+
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
+void check_same_device(const Tensor& a, const Tensor& b, const char* op);
+void check_defined(const Tensor& t, const char* op, const char* what = "input");
+void check_cpu(const Tensor& t, const char* op);
+
+// Strides of `t` viewed as `shape` (0 along broadcast dims). `t` must be expandable to `shape`.
+Shape expanded_strides(const Tensor& t, const Shape& shape);
+
+// Runs f(offsets, inner_strides, len) over N operands of one shape, splitting dim 0 across
+// threads when the loop is large.
+template <size_t N, typename F>
+void parallel_runs(const Shape& shape, const std::array<Shape, N>& strides, const std::array<int64_t, N>& offsets,
+                   F&& f) {
+  int64_t n = numel_of(shape);
+  if (n == 0) return;
+  std::array<const Shape*, N> sp;
+  for (size_t k = 0; k < N; ++k) sp[k] = &strides[k];
+  if (n < kParallelGrain || shape.empty() || shape[0] < 2) {
+    for_each_run<N>(shape, sp, offsets, f);
+    return;
+  }
+  const int64_t rows = shape[0];
+#pragma omp parallel
+  {
+    int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    int64_t lo = rows * t / nt, hi = rows * (t + 1) / nt;
+    if (hi > lo) {
+      Shape sub = shape;
+      sub[0] = hi - lo;
+      std::array<int64_t, N> off = offsets;
+      for (size_t k = 0; k < N; ++k) off[k] += lo * strides[k][0];
+      for_each_run<N>(sub, sp, off, f);
+    }
+  }
+}
+
+// out[i] = f(a[i]); out is contiguous with a's shape.
+template <typename O, typename A, typename F>
+void unary_loop(const Tensor& out, const Tensor& a, F f) {
+  O* o = static_cast<O*>(out.storage()->data()) + out.offset();
+  const A* pa = static_cast<const A*>(a.storage()->data());
+  if (a.is_contiguous()) {
+    const A* x = pa + a.offset();
+    int64_t n = out.numel();
+#pragma omp parallel for simd if (n >= kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
+    return;
+  }
+  parallel_runs<2>(out.sizes(), {contiguous_strides(out.sizes()), a.strides()}, {0, a.offset()},
+                   [&](auto off, auto inner, int64_t len) {
+                     for (int64_t i = 0; i < len; ++i) o[off[0] + i] = f(pa[off[1] + i * inner[1]]);
+                   });
+}
+
+// out[i] = f(a[i], b[i]) with broadcasting; out is contiguous with the broadcast shape.
+template <typename O, typename A, typename B, typename F>
+void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  O* o = static_cast<O*>(out.storage()->data()) + out.offset();
+  const A* pa = static_cast<const A*>(a.storage()->data());
+  const B* pb = static_cast<const B*>(b.storage()->data());
+  const Shape& shape = out.sizes();
+  if (a.sizes() == shape && b.sizes() == shape && a.is_contiguous() && b.is_contiguous()) {
+    const A* x = pa + a.offset();
+    const B* y = pb + b.offset();
+    int64_t n = out.numel();
+#pragma omp parallel for simd if (n >= kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+    return;
+  }
+  parallel_runs<3>(shape, {contiguous_strides(shape), expanded_strides(a, shape), expanded_strides(b, shape)},
+                   {0, a.offset(), b.offset()}, [&](auto off, auto inner, int64_t len) {
+                     O* oo = o + off[0];
+                     const A* xa = pa + off[1];
+                     const B* xb = pb + off[2];
+                     if (inner[1] == 1 && inner[2] == 1) {
+                       for (int64_t i = 0; i < len; ++i) oo[i] = f(xa[i], xb[i]);
+                     } else if (inner[1] == 1 && inner[2] == 0) {
+                       const B y = xb[0];
+                       for (int64_t i = 0; i < len; ++i) oo[i] = f(xa[i], y);
+                     } else if (inner[1] == 0 && inner[2] == 1) {
+                       const A x = xa[0];
+                       for (int64_t i = 0; i < len; ++i) oo[i] = f(x, xb[i]);
+                     } else {
+                       for (int64_t i = 0; i < len; ++i) oo[i] = f(xa[i * inner[1]], xb[i * inner[2]]);
+                     }
+                   });
+}
+
+}  // namespace gs::kernels

@@ -1,0 +1,18 @@
+// Everything differentiable, in one include.
+#pragma once
+#include "engine/autograd/custom_function.h"
+#include "engine/autograd/dot.h"
+#include "engine/autograd/engine.h"
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/anomaly.h"
+#include "engine/autograd/gradcheck.h"
+#include "engine/factory.h"
+#include "ops/compare.h"
+#include "ops/complex_ops.h"
+#include "ops/elementwise.h"
+#include "ops/inplace.h"
+#include "ops/linalg.h"
+#include "ops/reduce.h"
+#include "ops/registry.h"
+#include "ops/shape_ops.h"
+#include "ops/view.h"

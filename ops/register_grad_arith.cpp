@@ -1,0 +1,18 @@
+// Gives the engine its two differentiable operations (see engine/autograd/grad_arith.h).
+#include "engine/autograd/grad_arith.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+
+namespace gs {
+namespace {
+
+Tensor add_gradients(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor sum_gradient_to(const Tensor& t, const Shape& shape) { return sum_to(t, shape); }
+
+const bool registered = [] {
+  register_gradient_arithmetic({&add_gradients, &sum_gradient_to});
+  return true;
+}();
+
+}  // namespace
+}  // namespace gs
