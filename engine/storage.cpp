@@ -2,17 +2,34 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
+#include <mutex>
+#include <vector>
 #include <cstdlib>
 #include <cstring>
 
 namespace gs {
 namespace {
 
+// Small blocks (<= 64 KiB) are recycled through per-size-class free lists: the tape allocates and
+// frees many tiny tensors (scalars, gradients of small parameters), and going to malloc for each
+// costs more than the arithmetic. Large blocks go straight to aligned_alloc / free.
 class CpuAllocator final : public Allocator {
  public:
+  static constexpr size_t kMinClass = 64, kMaxClass = 64 * 1024, kMaxCachedPerClass = 256;
+
   void* allocate(size_t nbytes) override {
-    size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded);
+    size_t rounded = round_up(nbytes);
+    void* p = nullptr;
+    if (rounded <= kMaxClass) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& list = free_[class_index(rounded)];
+      if (!list.empty()) {
+        p = list.back();
+        list.pop_back();
+      }
+    }
+    if (!p) p = std::aligned_alloc(64, rounded);
     if (!p) fail("out of CPU memory: could not allocate {} bytes", nbytes);
     size_t now = in_use_.fetch_add(nbytes) + nbytes;
     size_t peak = peak_.load();
@@ -21,15 +38,40 @@ class CpuAllocator final : public Allocator {
     return p;
   }
   void deallocate(void* p, size_t nbytes) override {
-    std::free(p);
     in_use_.fetch_sub(nbytes);
+    size_t rounded = round_up(nbytes);
+    if (rounded <= kMaxClass) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& list = free_[class_index(rounded)];
+      if (list.size() < kMaxCachedPerClass) {
+        list.push_back(p);
+        return;
+      }
+    }
+    std::free(p);
   }
   size_t bytes_in_use() const override { return in_use_.load(); }
   size_t peak_bytes() const override { return peak_.load(); }
   void reset_peak() override { peak_.store(in_use_.load()); }
+  ~CpuAllocator() override {
+    for (auto& list : free_)
+      for (void* p : list) std::free(p);
+  }
 
  private:
+  // Powers of two from 64 B to 64 KiB; larger sizes to a multiple of 64.
+  static size_t round_up(size_t n) {
+    n = std::max<size_t>(n, 1);
+    if (n > kMaxClass) return (n + 63) / 64 * 64;
+    size_t c = kMinClass;
+    while (c < n) c <<= 1;
+    return c;
+  }
+  static size_t class_index(size_t rounded) { return static_cast<size_t>(std::countr_zero(rounded) - 6); }
+
   std::atomic<size_t> in_use_{0}, peak_{0};
+  std::mutex mutex_;
+  std::vector<void*> free_[11];
 };
 
 CpuAllocator& cpu_allocator() {

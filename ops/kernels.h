@@ -57,8 +57,14 @@ void unary_loop(const Tensor& out, const Tensor& a, F f) {
   if (a.is_contiguous()) {
     const A* x = pa + a.offset();
     int64_t n = out.numel();
-#pragma omp parallel for simd if (n >= kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
+    // Branch rather than `if(...)` on the pragma: even a one-thread parallel region costs ~1 us.
+    if (n >= kParallelGrain) {
+#pragma omp parallel for simd
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
+    }
     return;
   }
   parallel_runs<2>(out.sizes(), {contiguous_strides(out.sizes()), a.strides()}, {0, a.offset()},
@@ -78,8 +84,13 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
     const A* x = pa + a.offset();
     const B* y = pb + b.offset();
     int64_t n = out.numel();
-#pragma omp parallel for simd if (n >= kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+    if (n >= kParallelGrain) {
+#pragma omp parallel for simd
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+    }
     return;
   }
   parallel_runs<3>(shape, {contiguous_strides(shape), expanded_strides(a, shape), expanded_strides(b, shape)},

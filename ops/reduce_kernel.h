@@ -57,8 +57,7 @@ void reduce_loop(const Tensor& t, const ReductionPlan& plan, const Tensor& out, 
     return;
   }
   Shape outer_contig = contiguous_strides(outer_sizes);
-#pragma omp parallel for if (n_out * n_in >= kParallelGrain && n_out > 1)
-  for (int64_t j = 0; j < n_out; ++j) {
+  auto output = [&](int64_t j) {
     int64_t base = t.offset(), rem = j;
     for (size_t d = 0; d < outer_sizes.size(); ++d) {
       int64_t idx = rem / outer_contig[d];
@@ -66,6 +65,12 @@ void reduce_loop(const Tensor& t, const ReductionPlan& plan, const Tensor& out, 
       base += idx * outer_strides[d];
     }
     o[j] = finish(fold(base));
+  };
+  if (n_out * n_in >= kParallelGrain && n_out > 1) {
+#pragma omp parallel for
+    for (int64_t j = 0; j < n_out; ++j) output(j);
+  } else {
+    for (int64_t j = 0; j < n_out; ++j) output(j);
   }
 }
 

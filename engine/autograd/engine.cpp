@@ -4,9 +4,9 @@
 #include "engine/autograd/engine.h"
 
 #include <cmath>
+#include <atomic>
 #include <queue>
-#include <unordered_map>
-#include <unordered_set>
+#include <tuple>
 
 #include "engine/autograd/anomaly.h"
 #include "engine/autograd/grad_arith.h"
@@ -79,77 +79,78 @@ struct NodeTask {
   bool operator<(const NodeTask& o) const { return node->sequence_nr() < o.node->sequence_nr(); }
 };
 
+// Targets of grad(): for each captured (node, slot), the index into the result vector.
 struct Captures {
-  // (node, slot) -> index into the result vector
-  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> at;
+  std::vector<std::tuple<std::shared_ptr<Node>, uint32_t, size_t>> targets;  // owning: keeps lazily made accumulators alive
   std::vector<Tensor> grads;
 };
 
+std::atomic<uint64_t> g_next_pass{1};
+
 void execute(const std::shared_ptr<Node>& root, bool retain_graph, bool create_graph, Captures* captures) {
-  // 1. Discover the graph.
-  std::vector<Node*> order;
-  std::unordered_set<Node*> seen{root.get()};
-  std::vector<Node*> stack{root.get()};
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
-    order.push_back(n);
-    for (auto& e : n->next_edges)
-      if (e.valid() && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
-  }
-  // 2. Which nodes must run: all (backward), or those leading to a captured slot (grad).
-  //    Kahn's algorithm gives a topological order (parents first); walking it backwards decides
-  //    each node after all of its children. Sequence numbers cannot be used for this: leaf
+  const uint64_t pass = g_next_pass++;
+  auto in_pass = [pass](Node* n) { return n->pass_state.pass == pass; };
+  // 1. Discover the graph; reset each node's scratch state.
+  std::vector<Node*> nodes{root.get()};
+  root->pass_state = {};
+  root->pass_state.pass = pass;
+  for (size_t k = 0; k < nodes.size(); ++k)
+    for (auto& e : nodes[k]->next_edges) {
+      if (!e.valid()) continue;
+      Node* c = e.fn.get();
+      if (!in_pass(c)) {
+        c->pass_state = {};
+        c->pass_state.pass = pass;
+        nodes.push_back(c);
+      }
+      c->pass_state.in_degree++;
+    }
+  // 2. Which nodes run: all (backward), or those leading to a captured slot (grad). Kahn's
+  //    algorithm gives a topological order (parents first); walking it backwards decides each
+  //    node after all of its children. Sequence numbers cannot be used for this: leaf
   //    accumulators are created lazily, after the nodes that feed them.
-  std::unordered_set<Node*> runs;
   if (!captures) {
-    runs = seen;
+    for (Node* n : nodes) n->pass_state.runs = true;
   } else {
-    std::unordered_map<Node*, int> indeg;
-    for (Node* n : order)
-      for (auto& e : n->next_edges)
-        if (e.valid()) indeg[e.fn.get()]++;
+    for (auto& [n, slot, idx] : captures->targets)
+      if (in_pass(n.get())) n->pass_state.captured = true;
     std::vector<Node*> topo{root.get()};
     for (size_t k = 0; k < topo.size(); ++k)
       for (auto& e : topo[k]->next_edges)
-        if (e.valid() && --indeg[e.fn.get()] == 0) topo.push_back(e.fn.get());
+        if (e.valid() && --e.fn->pass_state.in_degree == 0) topo.push_back(e.fn.get());
     for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
       Node* n = *it;
       for (auto& e : n->next_edges)
-        if (e.valid() && (runs.count(e.fn.get()) || captures->at.count(e.fn.get()))) {
-          runs.insert(n);
+        if (e.valid() && (e.fn->pass_state.runs || e.fn->pass_state.captured)) {
+          n->pass_state.runs = true;
           break;
         }
     }
-    runs.insert(root.get());
+    root->pass_state.runs = true;
   }
-  auto active = [&](Node* n) { return runs.count(n) || (captures && captures->at.count(n)); };
-  std::unordered_map<Node*, int> deps;
-  for (Node* n : runs)
-    for (auto& e : n->next_edges)
-      if (e.valid() && active(e.fn.get())) deps[e.fn.get()]++;
+  auto active = [](Node* n) { return n->pass_state.runs || n->pass_state.captured; };
+  for (Node* n : nodes)
+    if (n->pass_state.runs)
+      for (auto& e : n->next_edges)
+        if (e.valid() && active(e.fn.get())) e.fn->pass_state.dependencies++;
 
   // 3. Run.
-  std::unordered_map<Node*, std::vector<Tensor>> buffers;
   std::priority_queue<NodeTask> ready;
   ready.push({root.get()});
   GradModeGuard mode(create_graph);
   while (!ready.empty()) {
     Node* n = ready.top().node;
     ready.pop();
-    std::vector<Tensor> grads = std::move(buffers[n]);
-    buffers.erase(n);
+    std::vector<Tensor> grads = std::move(n->pass_state.buffer);
     grads.resize(n->output_meta.size());
     for (uint32_t s = 0; s < grads.size(); ++s) grads[s] = n->run_tensor_hooks(s, grads[s]);
-    if (captures) {
-      auto it = captures->at.find(n);
-      if (it != captures->at.end())
-        for (auto [slot, idx] : it->second) {
-          Tensor& dst = captures->grads[idx];
-          if (grads[slot].defined()) dst = dst.defined() ? gradient_arithmetic().add(dst, grads[slot]) : grads[slot];
-        }
-    }
-    if (!runs.count(n)) continue;
+    if (n->pass_state.captured)
+      for (auto& [target, slot, idx] : captures->targets) {
+        if (target.get() != n || !grads[slot].defined()) continue;
+        Tensor& dst = captures->grads[idx];
+        dst = dst.defined() ? gradient_arithmetic().add(dst, grads[slot]) : grads[slot];
+      }
+    if (!n->pass_state.runs) continue;
 
     bool any = n == root.get();
     for (auto& g : grads) any |= g.defined();
@@ -179,7 +180,7 @@ void execute(const std::shared_ptr<Node>& root, bool retain_graph, bool create_g
         if (AnomalyMode::check_nan() && has_non_finite(g))
           fail("anomaly mode: backward of {} produced NaN or Inf in the gradient for its input {} ({})",
                n->describe(), i, g.meta_str());
-        if (create_graph && n->once_differentiable && g.requires_grad() == false) {
+        if (create_graph && n->once_differentiable) {
           // Attach a node that refuses to be differentiated.
           auto guard = std::make_shared<NotDifferentiableAgain>(n->describe());
           g = g.detach();
@@ -189,14 +190,16 @@ void execute(const std::shared_ptr<Node>& root, bool retain_graph, bool create_g
           m.grad_fn = guard;
           m.history_version = g.version();
         }
-        auto& buf = buffers[e.fn.get()];
+        auto& buf = e.fn->pass_state.buffer;
         buf.resize(e.fn->output_meta.size());
         Tensor& slot = buf[e.output_nr];
         slot = slot.defined() ? gradient_arithmetic().add(slot, g) : g;
       }
-      if (--deps[e.fn.get()] == 0) ready.push({e.fn.get()});
+      if (--e.fn->pass_state.dependencies == 0) ready.push({e.fn.get()});
     }
   }
+  // Gradients left in buffers of nodes that never became ready (none in a consistent graph).
+  for (Node* n : nodes) n->pass_state.buffer.clear();
 }
 
 std::shared_ptr<Node> make_root(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs,
@@ -264,7 +267,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
              "against",
              i, inputs[i].defined() ? inputs[i].meta_str() : "undefined");
     Edge e = gradient_edge(inputs[i]);
-    cap.at[e.fn.get()].emplace_back(e.output_nr, i);
+    cap.targets.emplace_back(e.fn, e.output_nr, i);
   }
   CallbackScope cbs;
   execute(root, options.retain_graph || options.create_graph, options.create_graph, &cap);

@@ -77,6 +77,30 @@ std::string Node::describe() const {
   return s + ")";
 }
 
+std::shared_ptr<Node> SavedTensor::take_sole_grad_fn() {
+  if (!data_.defined() || data_.impl_ptr().use_count() != 1 || !data_.impl()->autograd) return nullptr;
+  return std::move(data_.impl()->autograd->grad_fn);
+}
+
+Node::~Node() {
+  // Children whose last owner is this node are queued and destroyed by the outermost destructor
+  // in a loop, instead of recursively.
+  thread_local std::vector<std::shared_ptr<Node>> pending;
+  thread_local bool draining = false;
+  for (auto& e : next_edges)
+    if (e.fn && e.fn.use_count() == 1) pending.push_back(std::move(e.fn));
+  for (auto& s : saved)
+    if (auto fn = s.take_sole_grad_fn(); fn && fn.use_count() == 1) pending.push_back(std::move(fn));
+  if (draining) return;
+  draining = true;
+  while (!pending.empty()) {
+    std::shared_ptr<Node> n = std::move(pending.back());
+    pending.pop_back();
+    n.reset();
+  }
+  draining = false;
+}
+
 void Node::release_saved() {
   for (auto& s : saved) s.release();
 }

@@ -43,6 +43,8 @@ class SavedTensor {
   uint64_t saved_version() const { return saved_version_; }
   const std::string& role() const { return role_; }
   const Tensor& peek() const { return data_; }  // for DOT export; no checks
+  // Moves out the grad_fn of the saved tensor if nothing else holds it (iterative graph release).
+  std::shared_ptr<Node> take_sole_grad_fn();
 
  private:
   Tensor data_;
@@ -58,7 +60,8 @@ class SavedTensor {
 class Node : public std::enable_shared_from_this<Node> {
  public:
   explicit Node(std::string name);
-  virtual ~Node() = default;
+  // Releases the graph below iteratively: a chain of a million nodes must not overflow the stack.
+  virtual ~Node();
 
   const std::string& name() const { return name_; }
   uint64_t sequence_nr() const { return sequence_nr_; }
@@ -82,6 +85,17 @@ class Node : public std::enable_shared_from_this<Node> {
   // Set by ops whose backward is not itself differentiable: asking for create_graph through
   // them makes the gradient's own backward throw.
   bool once_differentiable = false;
+
+  // Scratch state of the backward pass running through this node (engine.cpp), so the engine
+  // needs no hash maps keyed by node. Valid only while `pass` equals that pass's id.
+  struct PassState {
+    uint64_t pass = 0;
+    int dependencies = 0;
+    int in_degree = 0;
+    bool runs = false;
+    bool captured = false;
+    std::vector<Tensor> buffer;  // gradients arriving for each forward output
+  } pass_state;
 
  protected:
   std::string name_;
