@@ -51,10 +51,11 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype) {
   dispatch_float(dtype, "linspace", [&]<typename T>() {
     T* p = t.data<T>();
     double h = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
-    // Fill symmetrically from both ends so the last value is exactly `end`.
+    // Fill symmetrically from both ends so the last value is exactly `end`. The first half is
+    // rounded up so that a single step gives `start` (as numpy and torch do), not `end`.
     for (int64_t i = 0; i < steps; ++i)
-      p[i] = static_cast<T>(i < steps / 2 ? start + h * static_cast<double>(i)
-                                          : end - h * static_cast<double>(steps - 1 - i));
+      p[i] = static_cast<T>(i < (steps + 1) / 2 ? start + h * static_cast<double>(i)
+                                                : end - h * static_cast<double>(steps - 1 - i));
   });
   return t;
 }

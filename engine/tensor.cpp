@@ -24,6 +24,7 @@ Tensor Tensor::view_base() const { return Tensor(impl_->view_base); }
 uint64_t Tensor::version() const { return impl_->storage->version(); }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // no element to be out of place (as PyTorch)
   int64_t expected = 1;
   for (int64_t d = dim() - 1; d >= 0; --d) {
     if (impl_->sizes[d] == 1) continue;

@@ -30,9 +30,13 @@ Tensor compare(const Tensor& a, const Tensor& b, const char* op, bool ordered, F
   return out;
 }
 
-Tensor scalar_of(const Tensor& like, double v) {
+// The scalar as a tensor to compare against. An integer tensor compared with a non-integer scalar is
+// compared in f64 (casting the scalar to i64 would turn 0.5 into 0 and give wrong answers).
+std::pair<Tensor, Tensor> scalar_operands(const Tensor& like, double v) {
   kernels::check_defined(like, "comparison");
-  return full({}, v, like.dtype(), like.device());
+  if (like.dtype() == DType::i64 && v != static_cast<double>(static_cast<int64_t>(v)))
+    return {cast_copy(like, DType::f64), full({}, v, DType::f64, like.device())};
+  return {like, full({}, v, like.dtype(), like.device())};
 }
 
 }  // namespace
@@ -43,11 +47,26 @@ Tensor lt(const Tensor& a, const Tensor& b) { return compare(a, b, "lt", true, [
 Tensor le(const Tensor& a, const Tensor& b) { return compare(a, b, "le", true, [](auto x, auto y) { return x <= y; }); }
 Tensor gt(const Tensor& a, const Tensor& b) { return compare(a, b, "gt", true, [](auto x, auto y) { return x > y; }); }
 Tensor ge(const Tensor& a, const Tensor& b) { return compare(a, b, "ge", true, [](auto x, auto y) { return x >= y; }); }
-Tensor eq(const Tensor& a, double b) { return eq(a, scalar_of(a, b)); }
-Tensor lt(const Tensor& a, double b) { return lt(a, scalar_of(a, b)); }
-Tensor le(const Tensor& a, double b) { return le(a, scalar_of(a, b)); }
-Tensor gt(const Tensor& a, double b) { return gt(a, scalar_of(a, b)); }
-Tensor ge(const Tensor& a, double b) { return ge(a, scalar_of(a, b)); }
+Tensor eq(const Tensor& a, double b) {
+  auto [x, y] = scalar_operands(a, b);
+  return eq(x, y);
+}
+Tensor lt(const Tensor& a, double b) {
+  auto [x, y] = scalar_operands(a, b);
+  return lt(x, y);
+}
+Tensor le(const Tensor& a, double b) {
+  auto [x, y] = scalar_operands(a, b);
+  return le(x, y);
+}
+Tensor gt(const Tensor& a, double b) {
+  auto [x, y] = scalar_operands(a, b);
+  return gt(x, y);
+}
+Tensor ge(const Tensor& a, double b) {
+  auto [x, y] = scalar_operands(a, b);
+  return ge(x, y);
+}
 
 Tensor logical_not(const Tensor& mask) {
   kernels::check_defined(mask, "logical_not");

@@ -49,10 +49,10 @@ struct SumStep {
   A combine(A a, A b) const { return a + b; }
 };
 
-Tensor sum_kernel(const Tensor& t, const kernels::ReductionPlan& plan, double scale) {
-  kernels::check_cpu(t, "sum");
+Tensor sum_kernel(const Tensor& t, const kernels::ReductionPlan& plan, double scale, const char* op) {
+  kernels::check_cpu(t, op);
   Tensor out = empty(plan.out_sizes_keepdim, t.dtype(), t.device());
-  dispatch_float_complex(t.dtype(), "sum", [&]<typename T>() {
+  dispatch_float_complex(t.dtype(), op, [&]<typename T>() {
     using A = wide_t<T>;
     kernels::reduce_loop<T, T, A>(t, plan, out, A(0), SumStep{},
                                   [scale](A acc) { return static_cast<T>(acc * static_cast<real_t<A>>(scale)); });
@@ -74,7 +74,7 @@ Tensor expand_back(const Tensor& g, const Shape& keepdim_sizes, const Shape& in_
 
 Tensor sum(const Tensor& t, std::vector<int64_t> dims, bool keepdim) {
   auto plan = kernels::plan_reduction(t, dims, keepdim, "sum");
-  Tensor out = as_result(sum_kernel(t, plan, 1.0), plan.out_sizes);
+  Tensor out = as_result(sum_kernel(t, plan, 1.0, "sum"), plan.out_sizes);
   if (should_record({t})) {
     Shape kd = plan.out_sizes_keepdim, in = t.sizes();
     record_op("sum", {t}, {&out}, {}, {}, [kd, in](BackwardContext&, const std::vector<Tensor>& g) {
@@ -88,7 +88,7 @@ Tensor mean(const Tensor& t, std::vector<int64_t> dims, bool keepdim) {
   auto plan = kernels::plan_reduction(t, dims, keepdim, "mean");
   GS_CHECK(plan.reduced_count > 0, "mean: cannot average over zero elements (input {})", shape_str(t.sizes()));
   double scale = 1.0 / static_cast<double>(plan.reduced_count);
-  Tensor out = as_result(sum_kernel(t, plan, scale), plan.out_sizes);
+  Tensor out = as_result(sum_kernel(t, plan, scale, "mean"), plan.out_sizes);
   if (should_record({t})) {
     Shape kd = plan.out_sizes_keepdim, in = t.sizes();
     record_op("mean", {t}, {&out}, {}, {}, [kd, in, scale](BackwardContext&, const std::vector<Tensor>& g) {

@@ -149,7 +149,11 @@ Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
   kernels::check_defined(t, "transpose");
   std::vector<int64_t> dims(t.dim());
   std::iota(dims.begin(), dims.end(), 0);
-  if (t.dim() == 0) return permute(t, dims);
+  if (t.dim() == 0) {
+    wrap_dim(dim0, 0, "transpose");  // only 0 or -1 name the (absent) dim of a 0-dim tensor
+    wrap_dim(dim1, 0, "transpose");
+    return permute(t, dims);
+  }
   std::swap(dims[wrap_dim(dim0, t.dim(), "transpose")], dims[wrap_dim(dim1, t.dim(), "transpose")]);
   return permute(t, dims);
 }
@@ -174,6 +178,7 @@ Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t s
 
 Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
   kernels::check_defined(t, "narrow");
+  GS_CHECK(t.dim() > 0, "narrow: cannot narrow a 0-dim tensor");
   int64_t d = wrap_dim(dim, t.dim(), "narrow"), n = t.sizes()[d];
   if (start < 0) start += n;
   GS_CHECK(start >= 0 && length >= 0 && start + length <= n,
@@ -210,6 +215,8 @@ Tensor expand(const Tensor& t, const Shape& sizes_in) {
     }
     int64_t have = t.sizes()[i - off];
     if (sizes[i] == -1) sizes[i] = have;
+    GS_CHECK(sizes[i] >= 0, "expand: invalid size {} at dim {} of {} (expected a size >= 0, or -1 to keep it)",
+             sizes_in[i], i, shape_str(sizes_in));
     GS_CHECK(have == sizes[i] || have == 1, "expand: cannot expand {} to {} (dim {}: {} is neither {} nor 1)",
              shape_str(t.sizes()), shape_str(sizes_in), i, have, sizes[i]);
     strides[i] = have == sizes[i] ? t.strides()[i - off] : 0;
@@ -223,8 +230,8 @@ Tensor expand(const Tensor& t, const Shape& sizes_in) {
 
 Tensor squeeze(const Tensor& t, int64_t dim) {
   kernels::check_defined(t, "squeeze");
+  int64_t d = wrap_dim(dim, t.dim(), "squeeze");  // a 0-dim tensor accepts dim 0 or -1
   if (t.dim() == 0) return reshape(t, {});
-  int64_t d = wrap_dim(dim, t.dim(), "squeeze");
   if (t.sizes()[d] != 1) return reshape(t, t.sizes());
   Shape sizes = t.sizes();
   sizes.erase(sizes.begin() + d);

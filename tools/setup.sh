@@ -19,7 +19,7 @@ log() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 
 packages=(meson ninja-build g++ pkg-config mpich libmpich-dev libeigen3-dev doctest-dev libfftw3-dev
-          libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev libnetcdf-dev libpng-dev libstb-dev)
+          libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev libnetcdf-dev libpng-dev libstb-dev libgoogle-perftools-dev)
 
 # Step 1: Debian packages.
 if [[ "${GS_SKIP_APT:-0}" == 1 ]]; then

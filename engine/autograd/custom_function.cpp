@@ -28,12 +28,14 @@ struct CustomFunctionImpl {
     }
     // Dirty inputs: must be returned, must not be leaves that require grad, and must count as written.
     for (const auto& d : ctx->dirty_) {
+      // Count the write first: forward has already changed the data, so even when the checks
+      // below refuse it, graphs that saved this tensor must see the new version.
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (inputs[i].is_same(d) && d.version() == versions_before[i]) bump_version(d);
       bool returned = false;
       for (const auto& o : outputs) returned |= o.is_same(d);
       GS_CHECK(returned, "{}: a tensor passed to mark_dirty() must be returned from forward", name);
       if (record) check_inplace(d, name.c_str(), {});
-      for (size_t i = 0; i < inputs.size(); ++i)
-        if (inputs[i].is_same(d) && d.version() == versions_before[i]) bump_version(d);
     }
     // An input returned unchanged gets a fresh alias so it can carry this function's history.
     for (auto& o : outputs) {
@@ -57,9 +59,18 @@ struct CustomFunctionImpl {
     std::vector<Tensor*> out_ptrs;
     for (auto& o : outputs) out_ptrs.push_back(&o);
     // A dirty non-leaf's history stays valid: this node records the write.
-    for (const auto& d : ctx->dirty_)
+    std::vector<std::shared_ptr<Node>> dirty_old_fns;
+    for (const auto& d : ctx->dirty_) {
+      dirty_old_fns.push_back(d.grad_fn());
       if (!d.is_leaf() && d.requires_grad()) d.impl()->meta().history_version = d.version();
+    }
     connect_node(node, inputs, out_ptrs, {}, {});
+    // retain_grad() follows the dirty tensor to its new history, as for built-in in-place ops.
+    for (size_t k = 0; k < ctx->dirty_.size(); ++k) {
+      const Tensor& d = ctx->dirty_[k];
+      if (dirty_old_fns[k] && dirty_old_fns[k]->remove_retained_grad(d.impl_ptr()))
+        node->add_retained_grad(d.output_nr(), d.impl_ptr());
+    }
     // Saved in save_for_backward's order; outputs are saved as outputs (no reference cycle).
     for (const auto& s : ctx->to_save_) {
       std::string role = "a tensor computed in forward";

@@ -86,9 +86,36 @@ struct Captures {
 };
 
 std::atomic<uint64_t> g_next_pass{1};
+// Passes running on this thread, outermost first. A backward can run inside another one (a hook
+// or a backward rule that calls backward()/grad(), e.g. reentrant activation checkpointing); the
+// inner pass may reach nodes of the outer one (a parameter's accumulator), whose scratch state it
+// must not clobber.
+thread_local std::vector<uint64_t> t_running_passes;
+
+// Registers a pass as running and, on exit (also by exception), gives the nodes it shares with
+// enclosing passes their state back.
+struct PassScope {
+  explicit PassScope(uint64_t pass) { t_running_passes.push_back(pass); }
+  ~PassScope() {
+    for (auto& [node, state] : stashed) node->pass_state = std::move(state);
+    t_running_passes.pop_back();
+  }
+  // Called before `n` is reset for this pass.
+  void stash_if_outer(Node* n) {
+    uint64_t owner = n->pass_state.pass;
+    if (owner == 0) return;
+    for (uint64_t p : t_running_passes)
+      if (p == owner && p != t_running_passes.back()) {
+        stashed.emplace_back(n, std::move(n->pass_state));
+        return;
+      }
+  }
+  std::vector<std::pair<Node*, Node::PassState>> stashed;
+};
 
 void execute(const std::shared_ptr<Node>& root, bool retain_graph, bool create_graph, Captures* captures) {
   const uint64_t pass = g_next_pass++;
+  PassScope scope(pass);
   auto in_pass = [pass](Node* n) { return n->pass_state.pass == pass; };
   // 1. Discover the graph; reset each node's scratch state.
   std::vector<Node*> nodes{root.get()};
@@ -99,6 +126,7 @@ void execute(const std::shared_ptr<Node>& root, bool retain_graph, bool create_g
       if (!e.valid()) continue;
       Node* c = e.fn.get();
       if (!in_pass(c)) {
+        scope.stash_if_outer(c);
         c->pass_state = {};
         c->pass_state.pass = pass;
         nodes.push_back(c);
@@ -120,6 +148,12 @@ void execute(const std::shared_ptr<Node>& root, bool retain_graph, bool create_g
         if (e.valid() && --e.fn->pass_state.in_degree == 0) topo.push_back(e.fn.get());
     for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
       Node* n = *it;
+      // A gradient made by a once-differentiable rule leads nowhere (its guard has no edges), yet
+      // differentiating it must raise the guard's error, not "input was not used".
+      if (dynamic_cast<NotDifferentiableAgain*>(n)) {
+        n->pass_state.runs = true;
+        continue;
+      }
       for (auto& e : n->next_edges)
         if (e.valid() && (e.fn->pass_state.runs || e.fn->pass_state.captured)) {
           n->pass_state.runs = true;
@@ -162,6 +196,10 @@ void execute(const std::shared_ptr<Node>& root, bool retain_graph, bool create_g
           grads[s] = zeros(m.sizes, m.dtype, m.device);
         }
       try {
+        // A once-differentiable rule runs without recording, even under create_graph: otherwise
+        // the ops it happens to use (on saved inputs, say) would give its outputs a history, a
+        // double backward would silently follow it, and the refusing guard below would be moot.
+        GradModeGuard rule_mode(create_graph && !n->once_differentiable);
         outs = n->apply(std::move(grads));
       } catch (const Error& e) {
         if (n == root.get()) throw;

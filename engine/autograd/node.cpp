@@ -1,10 +1,12 @@
 #include "engine/autograd/node.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "engine/autograd/anomaly.h"
 #include "engine/autograd/grad_arith.h"
 #include "engine/autograd/grad_mode.h"
+#include "engine/factory.h"
 
 namespace gs {
 namespace {
@@ -17,6 +19,17 @@ const GradientArithmetic& gradient_arithmetic() {
   GS_CHECK(g_arith.add && g_arith.sum_to, "internal: gradient arithmetic not registered (is ops/ linked?)");
   return g_arith;
 }
+
+namespace {
+
+// A copy of gradient `g` with its own storage. Under grad mode (create_graph) it keeps g's
+// history; the engine knows no clone op, so it adds zeros through the registered arithmetic.
+Tensor copy_gradient(const Tensor& g) {
+  if (GradMode::enabled() && g.requires_grad()) return gradient_arithmetic().add(g, zeros_like(g));
+  return contiguous_copy(g, true);
+}
+
+}  // namespace
 
 std::string TensorMeta::str() const { return fmt::format("{} {}", dtype_name(dtype), shape_str(sizes)); }
 
@@ -87,10 +100,24 @@ Node::~Node() {
   // in a loop, instead of recursively.
   thread_local std::vector<std::shared_ptr<Node>> pending;
   thread_local bool draining = false;
+  // Take every reference this node holds to the nodes below it before deciding which of them it
+  // held last: a child is usually referenced twice from here, by an edge and by the grad_fn of a
+  // saved input (mul(h, 1.0) saves h), and the same tensor may be saved twice (mul(h, h)). Only
+  // grad_fns of saved tensors that nothing outside this node can see are taken.
+  std::vector<std::shared_ptr<Node>> children;
   for (auto& e : next_edges)
-    if (e.fn && e.fn.use_count() == 1) pending.push_back(std::move(e.fn));
-  for (auto& s : saved)
-    if (auto fn = s.take_sole_grad_fn(); fn && fn.use_count() == 1) pending.push_back(std::move(fn));
+    if (e.fn) children.push_back(std::move(e.fn));
+  for (auto& s : saved) {
+    const Tensor& t = s.peek();
+    if (!t.defined() || !t.impl()->autograd || !t.impl()->autograd->grad_fn) continue;
+    long holders = 0;
+    for (auto& o : saved) holders += o.peek().impl() == t.impl();
+    if (t.impl_ptr().use_count() == holders) children.push_back(std::move(t.impl()->autograd->grad_fn));
+  }
+  for (auto& c : children) {
+    if (c.use_count() == 1) pending.push_back(std::move(c));
+    else c.reset();  // another reference remains (maybe later in `children`): only a decrement
+  }
   if (draining) return;
   draining = true;
   while (!pending.empty()) {
@@ -120,7 +147,8 @@ Tensor Node::run_tensor_hooks(uint32_t slot, Tensor grad) {
     if (s != slot || !grad.defined()) continue;
     if (auto t = weak.lock()) {
       auto& m = t->meta();
-      m.grad = m.grad.defined() ? gradient_arithmetic().add(m.grad, grad) : (GradMode::enabled() ? grad : grad.detach());
+      // A copy, as for leaves: the gradient flows on and may be the caller's grad_output.
+      m.grad = m.grad.defined() ? gradient_arithmetic().add(m.grad, grad) : copy_gradient(grad);
     }
   }
   return grad;
@@ -132,6 +160,13 @@ void Node::add_retained_grad(uint32_t slot, const std::shared_ptr<TensorImpl>& t
   for (auto& [s, w] : retained_)
     if (s == slot && w.lock() == t) return;
   retained_.emplace_back(slot, t);
+}
+
+bool Node::remove_retained_grad(const std::shared_ptr<TensorImpl>& t) {
+  auto it = std::find_if(retained_.begin(), retained_.end(), [&](const auto& r) { return r.second.lock() == t; });
+  if (it == retained_.end()) return false;
+  retained_.erase(it);
+  return true;
 }
 
 // ---- BackwardContext
@@ -177,14 +212,16 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
   auto& m = leaf->meta();
   if (!m.grad.defined()) {
     // Take the incoming gradient as .grad; copy it unless nobody else can see its storage, so a
-    // later in-place accumulation never writes into another tensor.
-    if (GradMode::enabled()) {
+    // later in-place update of .grad never writes into another tensor (the caller's grad_output,
+    // or another leaf's .grad: add() hands one gradient to both inputs). Also with create_graph.
+    bool sole = g.impl_ptr().use_count() <= 2 && g.storage().use_count() == 1 && g.is_contiguous();
+    if (sole && GradMode::enabled()) {
       m.grad = g;
-    } else if (g.impl_ptr().use_count() <= 2 && g.storage().use_count() == 1 && g.is_contiguous()) {
+    } else if (sole) {
       m.grad = g.detach();
       m.grad.impl()->view_base.reset();
     } else {
-      m.grad = contiguous_copy(g, true);
+      m.grad = copy_gradient(g);
     }
   } else if (GradMode::enabled() || m.grad.requires_grad()) {
     m.grad = gradient_arithmetic().add(m.grad, g);  // create_graph: keep the history

@@ -77,6 +77,10 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual Tensor run_tensor_hooks(uint32_t slot, Tensor grad);
   void add_tensor_pre_hook(uint32_t slot, TensorHook hook);
   void add_retained_grad(uint32_t slot, const std::shared_ptr<TensorImpl>& t);
+  // Drops a retain_grad() registration of `t`; true if there was one. An in-place op that rebases
+  // t's history moves the registration to its new node, so .grad stays the gradient of t's
+  // current value (as in PyTorch).
+  bool remove_retained_grad(const std::shared_ptr<TensorImpl>& t);
 
   std::vector<Edge> next_edges;        // one per forward input
   std::vector<TensorMeta> input_meta;  // one per forward input

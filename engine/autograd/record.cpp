@@ -106,6 +106,7 @@ void finish_inplace(Tensor& self, const char* op, const std::vector<Tensor>& oth
     return;
   }
   auto node = std::make_shared<FunctionNode>(op, std::move(rule));
+  std::shared_ptr<Node> old_fn = self.grad_fn();
   // Edges are taken from `self` before its grad_fn is replaced. Its history version must be taken
   // from before the write, so compare against version - 1.
   if (!self.is_leaf() && self.requires_grad()) {
@@ -116,6 +117,7 @@ void finish_inplace(Tensor& self, const char* op, const std::vector<Tensor>& oth
     m.history_version = self.version();
   }
   connect_node(node, inputs, {&self}, saved, {});
+  if (old_fn && old_fn->remove_retained_grad(self.impl_ptr())) node->add_retained_grad(0, self.impl_ptr());
 }
 
 }  // namespace gs

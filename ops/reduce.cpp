@@ -1,0 +1,176 @@
+// var, max, min and logsumexp over dims, for f32 and f64.
+//
+// max and min have their own kernel and backward rule. var and logsumexp are composites of
+// differentiable ops (mean, sub, mul, sum, exp, log, max), so their gradients, and gradients of
+// those gradients, come from the ops they are built from: no rule of their own to get wrong.
+#include <cmath>
+#include <limits>
+
+#include "engine/autograd/record.h"
+#include "ops/compare.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+#include "ops/reduce_kernel.h"
+#include "ops/registry.h"
+#include "ops/view.h"
+
+namespace gs {
+namespace {
+
+// "dims [0, -1]", or "all dims" for the empty list.
+std::string dims_str(const std::vector<int64_t>& dims) {
+  return dims.empty() ? "all dims" : fmt::format("dims {}", dims);
+}
+
+// These reductions are defined for real floating tensors only. `hint` says why complex is refused.
+void check_real_floating(const Tensor& t, const char* op, const char* hint) {
+  kernels::check_defined(t, op);
+  GS_CHECK(is_floating(t.dtype()), "{}: expected an f32 or f64 tensor, got {}{}", op, t.meta_str(),
+           is_complex(t.dtype()) ? hint : "");
+  kernels::check_cpu(t, op);
+}
+
+// A reduction plan that reduces at least one element per output: max of nothing has no value,
+// and neither var nor logsumexp has a useful one.
+kernels::ReductionPlan plan_nonempty(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim,
+                                     const char* op) {
+  auto plan = kernels::plan_reduction(t, dims, keepdim, op);
+  GS_CHECK(plan.reduced_count > 0, "{}: cannot reduce over zero elements (input {} over {})", op,
+           shape_str(t.sizes()), dims_str(dims));
+  return plan;
+}
+
+// The kernel's keepdim result with the returned sizes (a fresh tensor, not a view of a temporary).
+Tensor as_result(const Tensor& k, const Shape& sizes) {
+  return Tensor(std::make_shared<TensorImpl>(k.storage(), sizes, contiguous_strides(sizes), 0, k.dtype()));
+}
+
+// ---- max / min
+
+// One step of a running max (kMax) or min. NaN propagates, as in torch.amax: once the
+// accumulator is NaN no comparison can replace it. combine() merges per-thread partial results.
+template <bool kMax>
+struct ExtremumStep {
+  template <typename T>
+  T operator()(T acc, T x) const {
+    if (std::isnan(x)) return x;
+    return (kMax ? x > acc : x < acc) ? x : acc;
+  }
+  template <typename T>
+  T combine(T a, T b) const { return (*this)(a, b); }
+};
+
+// (t.sizes) -> (plan.out_sizes_keepdim)
+template <bool kMax>
+Tensor extremum_forward(const Tensor& t, const kernels::ReductionPlan& plan, const char* op) {
+  Tensor out = empty(plan.out_sizes_keepdim, t.dtype(), t.device());
+  dispatch_float(t.dtype(), op, [&]<typename T>() {
+    const T init = kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+    kernels::reduce_loop<T, T, T>(t, plan, out, init, ExtremumStep<kMax>{}, [](T acc) { return acc; });
+  });
+  return out;
+}
+
+// g: (out sizes), x: (in sizes), out: (out sizes) -> (in sizes).
+// The gradient goes to the elements equal to the extremum, split evenly between ties (torch.amax's
+// rule: the subgradient that treats tied elements alike). The mask is a constant; the result is
+// built from where/div/sum, so it is differentiable in g and double backward works.
+Tensor extremum_backward(const Tensor& g, const Tensor& x, const Tensor& out, const Shape& keepdim_sizes,
+                         const std::vector<int64_t>& dims) {
+  Tensor hit = eq(x.detach(), reshape(out.detach(), keepdim_sizes));                  // (in) bool
+  Tensor ties = sum(where(hit, scalar_like(g, 1.0), scalar_like(g, 0.0)), dims, true);  // (keepdim)
+  return where(hit, div(reshape(g, keepdim_sizes), ties), scalar_like(g, 0.0));        // (in)
+}
+
+template <bool kMax>
+Tensor extremum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim, const char* op) {
+  check_real_floating(t, op, " (complex numbers have no ordering; reduce abs() or the real part instead)");
+  auto plan = plan_nonempty(t, dims, keepdim, op);
+  Tensor out = as_result(extremum_forward<kMax>(t, plan, op), plan.out_sizes);
+  if (should_record({t})) {
+    Shape kd = plan.out_sizes_keepdim;
+    record_op(op, {t}, {&out}, /*saved*/ {t}, /*saved outputs*/ {0},
+              [kd, dims](BackwardContext& ctx, const std::vector<Tensor>& g) {
+                return std::vector<Tensor>{extremum_backward(g[0], ctx.saved(0), ctx.saved(1), kd, dims)};
+              });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor max(const Tensor& t, std::vector<int64_t> dims, bool keepdim) {
+  return extremum<true>(t, dims, keepdim, "max");
+}
+
+Tensor min(const Tensor& t, std::vector<int64_t> dims, bool keepdim) {
+  return extremum<false>(t, dims, keepdim, "min");
+}
+
+// ---- var: the two-pass formula sum((x - mean)^2) / (N - correction), which keeps its precision
+// when the mean is large compared with the spread (the one-pass E[x^2] - E[x]^2 does not).
+// N - correction < 1 is an error rather than torch's inf/NaN: no silent wrong answers.
+Tensor var(const Tensor& t, std::vector<int64_t> dims, int64_t correction, bool keepdim) {
+  check_real_floating(t, "var", " (the variance of complex tensors is not implemented)");
+  auto plan = plan_nonempty(t, dims, keepdim, "var");
+  int64_t dof = plan.reduced_count - correction;
+  GS_CHECK(dof > 0,
+           "var: {} elements per output (input {} over {}) with correction {} leave {} degrees of freedom; "
+           "need at least 1",
+           plan.reduced_count, shape_str(t.sizes()), dims_str(dims), correction, dof);
+  Tensor centered = sub(t, mean(t, dims, true));                                     // (in)
+  return div(sum(mul(centered, centered), dims, keepdim), static_cast<double>(dof));  // (out)
+}
+
+// ---- logsumexp: m + log(sum(exp(x - m))) holds for any m; m = max(x) keeps exp() from
+// overflowing. m is detached: the identity holds for every m, so its gradient would cancel
+// exactly, and detaching keeps it (and max's tie rule) off the tape.
+Tensor logsumexp(const Tensor& t, std::vector<int64_t> dims, bool keepdim) {
+  check_real_floating(t, "logsumexp", " (complex logsumexp is not implemented)");
+  auto plan = plan_nonempty(t, dims, keepdim, "logsumexp");
+  Tensor shift = max(t.detach(), dims, true);  // (keepdim)
+  // A slice that is all -inf (or holds +inf) has no finite max; shift it by 0 so x - m stays
+  // free of inf - inf = NaN and the result is -inf (or +inf), as it should be.
+  shift = where(isfinite(shift), shift, scalar_like(shift, 0.0));
+  Tensor lse = add(log(sum(exp(sub(t, shift)), dims, true)), shift);  // (keepdim)
+  return keepdim ? lse : reshape(lse, plan.out_sizes);
+}
+
+namespace {
+using V = std::vector<Tensor>;
+RandomKey sub_key(RandomKey k, uint64_t s) { return {k.seed, k.stream * 100 + s}; }
+
+// Random normal samples: ties have probability zero, so max/min are differentiable there.
+std::vector<OpSample> reduce_samples(RandomKey k) {
+  return {{"odd 3-d", {sample_leaf({3, 4, 5}, sub_key(k, 1))}},
+          {"non-contiguous", {sample_leaf_transposed({5, 3}, sub_key(k, 2))}},
+          {"0-dim", {sample_leaf({}, sub_key(k, 3))}}};
+}
+
+// All dims, the last dim, and the first dim kept.
+template <typename Reduce>
+V three_reductions(const Tensor& x, Reduce r) {
+  if (x.dim() == 0) return V{r(x, std::vector<int64_t>{}, false), r(x, std::vector<int64_t>{-1}, true)};
+  return V{r(x, std::vector<int64_t>{}, false), r(x, std::vector<int64_t>{-1}, false),
+           r(x, std::vector<int64_t>{0}, true)};
+}
+
+const OpRegistrar registrar{
+    {"max", reduce_samples,
+     [](const V& x) { return three_reductions(x[0], [](auto& t, auto d, bool kd) { return max(t, d, kd); }); }},
+    {"min", reduce_samples,
+     [](const V& x) { return three_reductions(x[0], [](auto& t, auto d, bool kd) { return min(t, d, kd); }); }},
+    {"logsumexp", reduce_samples,
+     [](const V& x) {
+       return three_reductions(x[0], [](auto& t, auto d, bool kd) { return logsumexp(t, d, kd); });
+     }},
+    {"var",
+     [](RandomKey k) {
+       return std::vector<OpSample>{{"odd 3-d", {sample_leaf({3, 4, 5}, sub_key(k, 4))}},
+                                    {"non-contiguous", {sample_leaf_transposed({5, 3}, sub_key(k, 5))}}};
+     },
+     [](const V& x) { return V{var(x[0]), var(x[0], {-1}), var(x[0], {0}, 0, true)}; }},
+};
+}  // namespace
+
+}  // namespace gs

@@ -1,0 +1,316 @@
+// The longitude FFT (rfft_lon, irfft_lon): FFTW kernels, plan cache, and backward rules.
+//
+// Both ops are instances of two weighted transforms over the last dim (n = nlon, M = mmax,
+// "edge" modes are m = 0 and, for even n, the Nyquist mode m = n/2; all others are "interior"):
+//   analysis   A_w: X[m] = w_m Σ_k x[k] e^{-2πi mk/n},         m < M
+//   synthesis  B_w: x[k] = Re Σ_{m<M} w_m X[m] e^{+2πi mk/n}
+// with w_m = w_edge on edge modes and w_int on interior ones. Under the real inner product
+// <u, v> = Re Σ conj(u) v (PyTorch's convention for complex gradients, dL/dRe + i dL/dIm),
+// A_w and B_w are each other's adjoints for the SAME weights. So:
+//   rfft_lon  = A_w with w = (2π/n, 2π/n); its backward is B_w with the same w,
+//   irfft_lon = B_w with w = (1, 2);       its backward is A_w with the same w,
+// and each backward is again a recorded op whose backward is the original transform: double
+// backward (and any higher order) works without a generic-op derivation.
+#include "ops/sphere/fft.h"
+
+#include <fftw3.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <complex>
+#include <cstring>
+#include <map>
+#include <new>
+#include <numbers>
+#include <utility>
+#include <vector>
+
+#include "engine/autograd/record.h"
+#include "engine/factory.h"
+#include "ops/kernels.h"
+#include "ops/registry.h"
+
+namespace gs::sphere {
+
+std::mutex& fftw_planner_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+namespace {
+
+// FFTW_ESTIMATE, measured against FFTW_MEASURE (NOTES.md, "Longitude FFT"): MEASURE plans take
+// 0.05-4 s to make per (nlon, direction) and run at best 1.7x faster, on a stage that is a few
+// percent of an SHT at most; and they are chosen by timing, so which plan (and which rounding) a
+// process gets varies from run to run. ESTIMATE plans take < 20 ms and are deterministic.
+constexpr unsigned kPlanFlags = FFTW_ESTIMATE;
+// An FFT row costs ~5 log2(n) flops per element, several times an element-wise op, so rows go
+// parallel from a smaller total size than kernels::kParallelGrain.
+constexpr int64_t kFftParallelGrain = 8192;
+// Scratch and planning buffers share this alignment, so FFTW's new-array execute functions see
+// arrays aligned exactly as at planning time (a requirement of that interface).
+constexpr std::align_val_t kAlign{64};
+
+template <typename T>
+class AlignedBuffer {
+ public:
+  explicit AlignedBuffer(int64_t n)
+      : p_(static_cast<T*>(::operator new(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(T), kAlign))) {}
+  ~AlignedBuffer() { ::operator delete(p_, kAlign); }
+  AlignedBuffer(AlignedBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(AlignedBuffer&&) = delete;
+  T* get() const { return p_; }
+
+ private:
+  T* p_;
+};
+
+// FFTW's API for one precision. std::complex<R> is layout-compatible with fftw(f)_complex.
+template <typename R>
+struct Fftw;
+template <>
+struct Fftw<double> {
+  using Plan = fftw_plan;
+  static Plan plan_r2c(int n, double* in, std::complex<double>* out) {
+    return fftw_plan_dft_r2c_1d(n, in, reinterpret_cast<fftw_complex*>(out), kPlanFlags);
+  }
+  static Plan plan_c2r(int n, std::complex<double>* in, double* out) {
+    return fftw_plan_dft_c2r_1d(n, reinterpret_cast<fftw_complex*>(in), out, kPlanFlags);
+  }
+  static void r2c(Plan p, double* in, std::complex<double>* out) {
+    fftw_execute_dft_r2c(p, in, reinterpret_cast<fftw_complex*>(out));
+  }
+  static void c2r(Plan p, std::complex<double>* in, double* out) {
+    fftw_execute_dft_c2r(p, reinterpret_cast<fftw_complex*>(in), out);
+  }
+};
+template <>
+struct Fftw<float> {
+  using Plan = fftwf_plan;
+  static Plan plan_r2c(int n, float* in, std::complex<float>* out) {
+    return fftwf_plan_dft_r2c_1d(n, in, reinterpret_cast<fftwf_complex*>(out), kPlanFlags);
+  }
+  static Plan plan_c2r(int n, std::complex<float>* in, float* out) {
+    return fftwf_plan_dft_c2r_1d(n, reinterpret_cast<fftwf_complex*>(in), out, kPlanFlags);
+  }
+  static void r2c(Plan p, float* in, std::complex<float>* out) {
+    fftwf_execute_dft_r2c(p, in, reinterpret_cast<fftwf_complex*>(out));
+  }
+  static void c2r(Plan p, std::complex<float>* in, float* out) {
+    fftwf_execute_dft_c2r(p, reinterpret_cast<fftwf_complex*>(in), out);
+  }
+};
+
+enum class Direction { r2c, c2r };
+
+// One out-of-place plan per (n, precision, direction), made on first use and kept for the life of
+// the process (never destroyed: ops may run from static destructors after a cache would be gone).
+template <typename R>
+typename Fftw<R>::Plan cached_plan(int64_t n, Direction dir) {
+  using Plan = typename Fftw<R>::Plan;
+  static auto* cache = new std::map<std::pair<int64_t, Direction>, Plan>();
+  std::lock_guard<std::mutex> lock(fftw_planner_mutex());
+  auto it = cache->find({n, dir});
+  if (it != cache->end()) return it->second;
+  // Planning arrays are scratch, never user data (planners other than ESTIMATE overwrite them).
+  AlignedBuffer<R> real(n);
+  AlignedBuffer<std::complex<R>> spec(n / 2 + 1);
+  Plan p = dir == Direction::r2c ? Fftw<R>::plan_r2c(static_cast<int>(n), real.get(), spec.get())
+                                 : Fftw<R>::plan_c2r(static_cast<int>(n), spec.get(), real.get());
+  GS_CHECK(p != nullptr, "longitude FFT: FFTW could not plan a {} transform of length {}",
+           dir == Direction::r2c ? "real-to-complex" : "complex-to-real", n);
+  cache->emplace(std::make_pair(n, dir), p);
+  return p;
+}
+
+bool is_edge(int64_t m, int64_t n) { return m == 0 || 2 * m == n; }
+
+// How many threads a transform of `rows` rows of length n should use.
+int threads_for(int64_t rows, int64_t n) {
+  if (rows < 2 || rows * n < kFftParallelGrain) return 1;
+  return static_cast<int>(std::min<int64_t>(omp_get_max_threads(), rows));
+}
+
+// Runs body(thread, lo, hi) over [0, rows) split across up to `nthreads` OpenMP threads; the
+// caller sizes per-thread scratch for `nthreads` (scratch is allocated before the parallel region,
+// so an allocation failure throws here rather than inside it).
+template <typename Body>
+void over_rows(int64_t rows, int nthreads, Body&& body) {
+  if (nthreads <= 1) {
+    body(0, int64_t{0}, rows);
+    return;
+  }
+#pragma omp parallel num_threads(nthreads)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t lo = rows * t / nt, hi = rows * (t + 1) / nt;
+    if (hi > lo) body(static_cast<int>(t), lo, hi);
+  }
+}
+
+// (rows, n) real -> (rows, M) complex: X[m] = w_m Σ_k x[k] e^{-2πi mk/n}.
+template <typename R>
+void analysis_rows(const R* x, std::complex<R>* X, int64_t rows, int64_t n, int64_t M, double w_edge,
+                   double w_int) {
+  using C = std::complex<R>;
+  auto plan = cached_plan<R>(n, Direction::r2c);
+  const R we = static_cast<R>(w_edge), wi = static_cast<R>(w_int);
+  const int nthreads = threads_for(rows, n);
+  std::vector<AlignedBuffer<R>> in;
+  std::vector<AlignedBuffer<C>> out;
+  for (int t = 0; t < nthreads; ++t) in.emplace_back(n), out.emplace_back(n / 2 + 1);
+  over_rows(rows, nthreads, [&](int t, int64_t lo, int64_t hi) {
+    R* buf = in[t].get();
+    C* spec = out[t].get();
+    for (int64_t r = lo; r < hi; ++r) {
+      std::memcpy(buf, x + r * n, static_cast<size_t>(n) * sizeof(R));
+      Fftw<R>::r2c(plan, buf, spec);
+      C* dst = X + r * M;
+      for (int64_t m = 0; m < M; ++m) dst[m] = spec[m] * (is_edge(m, n) ? we : wi);
+    }
+  });
+}
+
+// (rows, M) complex -> (rows, n) real: x[k] = Re Σ_{m<M} w_m X[m] e^{2πi mk/n}, modes m >= M zero.
+template <typename R>
+void synthesis_rows(const std::complex<R>* X, R* x, int64_t rows, int64_t n, int64_t M, double w_edge,
+                    double w_int) {
+  using C = std::complex<R>;
+  auto plan = cached_plan<R>(n, Direction::c2r);
+  const int64_t h = n / 2 + 1;
+  // FFTW's c2r sums the Hermitian extension: Y_0 + 2 Re Σ_{0<m<n/2} Y_m e^{..} + Y_{n/2} (-1)^k,
+  // so interior modes get half their weight, and edge modes only their real part.
+  const R we = static_cast<R>(w_edge), wi_half = static_cast<R>(w_int / 2);
+  const int nthreads = threads_for(rows, n);
+  std::vector<AlignedBuffer<C>> in;
+  std::vector<AlignedBuffer<R>> out;
+  for (int t = 0; t < nthreads; ++t) in.emplace_back(h), out.emplace_back(n);
+  over_rows(rows, nthreads, [&](int t, int64_t lo, int64_t hi) {
+    C* spec = in[t].get();
+    R* buf = out[t].get();
+    for (int64_t r = lo; r < hi; ++r) {
+      const C* src = X + r * M;
+      for (int64_t m = 0; m < M; ++m) spec[m] = is_edge(m, n) ? C(src[m].real() * we, R(0)) : src[m] * wi_half;
+      for (int64_t m = M; m < h; ++m) spec[m] = C(0);
+      Fftw<R>::c2r(plan, spec, buf);  // destroys spec: it is rebuilt for every row
+      std::memcpy(x + r * n, buf, static_cast<size_t>(n) * sizeof(R));
+    }
+  });
+}
+
+struct Weights {
+  double edge;
+  double interior;
+};
+
+Tensor synthesis(const Tensor& X, int64_t nlon, Weights w, const std::string& name);
+
+// A_w over the last dim of real x (..., n) -> (..., M), recorded as `name`.
+Tensor analysis(const Tensor& x, int64_t mmax, Weights w, const std::string& name) {
+  kernels::check_defined(x, name.c_str());
+  kernels::check_cpu(x, name.c_str());
+  GS_CHECK(is_floating(x.dtype()) && x.dim() >= 1,
+           "{}: expected a real input (f32 or f64) of shape (..., nlon), got {}", name, x.meta_str());
+  const int64_t n = x.size(-1);
+  GS_CHECK(n >= 1 && n <= INT_MAX, "{}: nlon (the last dim) must be in [1, {}], got {}", name, INT_MAX, n);
+  GS_CHECK(mmax >= 1 && mmax <= n / 2 + 1,
+           "{}: mmax = {} is out of range for nlon = {}: expected 1 <= mmax <= nlon/2 + 1 = {}", name, mmax, n,
+           n / 2 + 1);
+  Shape out_sizes = x.sizes();
+  out_sizes.back() = mmax;
+  Tensor out = empty(out_sizes, complex_dtype(x.dtype()), x.device());
+  const int64_t rows = x.numel() / n;
+  if (rows > 0) {
+    Tensor xc = contiguous_copy(x);
+    dispatch_float(x.dtype(), name, [&]<typename R>() {
+      analysis_rows<R>(xc.data<R>(), out.data<std::complex<R>>(), rows, n, mmax, w.edge, w.interior);
+    });
+  }
+  if (should_record({x}))
+    record_op(name, {x}, {&out}, {}, {}, [n, w, name](BackwardContext&, const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{synthesis(g[0], n, w, name + "_backward")};
+    });
+  return out;
+}
+
+// B_w over the last dim of complex X (..., M) -> (..., nlon), recorded as `name`.
+Tensor synthesis(const Tensor& X, int64_t nlon, Weights w, const std::string& name) {
+  kernels::check_defined(X, name.c_str());
+  kernels::check_cpu(X, name.c_str());
+  GS_CHECK(is_complex(X.dtype()) && X.dim() >= 1,
+           "{}: expected a complex input (c64 or c128) of shape (..., mmax), got {}", name, X.meta_str());
+  GS_CHECK(nlon >= 1 && nlon <= INT_MAX, "{}: nlon must be in [1, {}], got {}", name, INT_MAX, nlon);
+  const int64_t M = X.size(-1);
+  GS_CHECK(M >= 1 && M <= nlon / 2 + 1,
+           "{}: mmax = {} (the last dim of {}) is out of range for nlon = {}: expected 1 <= mmax <= nlon/2 + 1 = {}",
+           name, M, X.meta_str(), nlon, nlon / 2 + 1);
+  Shape out_sizes = X.sizes();
+  out_sizes.back() = nlon;
+  Tensor out = empty(out_sizes, real_dtype(X.dtype()), X.device());
+  const int64_t rows = X.numel() / M;
+  if (rows > 0) {
+    Tensor Xc = contiguous_copy(X);
+    dispatch_float(real_dtype(X.dtype()), name, [&]<typename R>() {
+      synthesis_rows<R>(Xc.data<std::complex<R>>(), out.data<R>(), rows, nlon, M, w.edge, w.interior);
+    });
+  }
+  if (should_record({X}))
+    record_op(name, {X}, {&out}, {}, {}, [M, w, name](BackwardContext&, const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{analysis(g[0], M, w, name + "_backward")};
+    });
+  return out;
+}
+
+}  // namespace
+
+Tensor rfft_lon(const Tensor& x, int64_t mmax) {
+  const double s = x.defined() && x.dim() >= 1 && x.size(-1) >= 1 ? 2.0 * std::numbers::pi / x.size(-1) : 1.0;
+  return analysis(x, mmax, {s, s}, "rfft_lon");
+}
+
+Tensor irfft_lon(const Tensor& X, int64_t nlon) { return synthesis(X, nlon, {1.0, 2.0}, "irfft_lon"); }
+
+namespace {
+
+using V = std::vector<Tensor>;
+
+RandomKey sub_key(RandomKey k, uint64_t s) { return {k.seed, k.stream * 100 + s}; }
+
+// Each registered function returns several transforms of one input, so one sample covers the full
+// spectrum (Nyquist included for even nlon) and truncation / zero-padding.
+const OpRegistrar registrar{
+    {"rfft_lon",
+     [](RandomKey k) {
+       return std::vector<OpSample>{
+           {"even nlon, batch dims", {sample_leaf({2, 3, 8}, sub_key(k, 1))}},
+           {"odd nlon", {sample_leaf({3, 7}, sub_key(k, 2))}},
+           {"nlon = 2 (DC and Nyquist only)", {sample_leaf({4, 2}, sub_key(k, 3))}},
+           {"non-contiguous", {sample_leaf_transposed({3, 6}, sub_key(k, 4))}},
+       };
+     },
+     [](const V& x) {
+       const int64_t n = x[0].size(-1);
+       return V{rfft_lon(x[0], n / 2 + 1), rfft_lon(x[0], std::max<int64_t>(1, n / 3))};
+     }},
+    {"irfft_lon",
+     [](RandomKey k) {
+       return std::vector<OpSample>{
+           {"batch dims", {sample_leaf({2, 3, 5}, sub_key(k, 5), DType::c128)}},
+           {"mmax = 1", {sample_leaf({3, 1}, sub_key(k, 6), DType::c128)}},
+           {"non-contiguous", {sample_leaf_transposed({2, 4}, sub_key(k, 7), DType::c128)}},
+       };
+     },
+     [](const V& x) {
+       const int64_t M = x[0].size(-1);
+       // even nlon with the Nyquist mode, odd nlon with every mode, and zero-padding
+       return V{irfft_lon(x[0], std::max<int64_t>(1, 2 * M - 2)), irfft_lon(x[0], 2 * M - 1),
+                irfft_lon(x[0], 2 * M + 2)};
+     }},
+};
+
+}  // namespace
+}  // namespace gs::sphere

@@ -1,0 +1,32 @@
+// The longitude FFT: the first stage of the SHT (rfft_lon) and the last stage of the inverse SHT
+// (irfft_lon), as differentiable ops over the last dim. Scaling follows torch-harmonics exactly
+// (RealSHT: 2π·rfft(norm="forward")[..., :mmax]; InverseRealSHT: irfft(n=nlon, norm="forward")), so
+//   irfft_lon(rfft_lon(x, nlon/2 + 1), nlon) == 2π x,   rfft_lon(irfft_lon(X, nlon), mmax) == 2π X
+// (the second for X with real X[0] and real Nyquist term). The 2π is cancelled by the Legendre
+// contraction: with orthonormal Y_lm, sum_j w_j Pbar_l^m(x_j) Pbar_l'^m(x_j) = δ_ll' / (2π).
+// Details and the FFTW plan choice: ops/sphere/NOTES.md, "Longitude FFT".
+#pragma once
+#include <cstdint>
+#include <mutex>
+
+#include "engine/tensor.h"
+
+namespace gs::sphere {
+
+// x (..., nlon) f32/f64 -> X (..., mmax) c64/c128, for 1 <= mmax <= nlon/2 + 1:
+//   X[m] = (2π/nlon) Σ_k x[k] e^{-2πi m k/nlon},  m < mmax.
+// Non-contiguous x is copied to contiguous first. Backward: an irfft-like op (see fft.cpp).
+Tensor rfft_lon(const Tensor& x, int64_t mmax);
+
+// X (..., mmax) c64/c128 -> x (..., nlon) f32/f64, for nlon >= 1 and 1 <= mmax <= nlon/2 + 1:
+//   x[k] = Re( Σ_{m<mmax} c_m X[m] e^{2πi m k/nlon} ),
+// c_0 = 1, c_m = 2 for 0 < m < nlon/2, c_{nlon/2} = 1 (the Nyquist term, nlon even). Modes
+// m >= mmax are zero (zero-padding); the imaginary parts of X[0] and of the Nyquist term are ignored.
+Tensor irfft_lon(const Tensor& X, int64_t nlon);
+
+// FFTW's planner (fftw_plan_*, fftw_destroy_plan, for every precision) is not thread-safe; only
+// its execute functions are. Any code in gradsphere that plans FFTW transforms of its own must hold
+// this mutex while it does, so that it cannot race with the plan cache of these ops.
+std::mutex& fftw_planner_mutex();
+
+}  // namespace gs::sphere

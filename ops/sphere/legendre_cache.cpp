@@ -1,0 +1,251 @@
+// Building and caching the SHT's Legendre tables. The f64 values come from legendre_table_for_m on
+// the northern nodes only (the southern ones are their mirror images), one order per task so the
+// build runs on every core and never holds more than one f64 block per thread.
+#include "ops/sphere/legendre_cache.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <future>
+#include <limits>
+#include <map>
+#include <mutex>
+
+#include "engine/error.h"
+
+namespace gs::sphere {
+namespace {
+
+LegendreSpec legendre_spec_of(const LegendreTableKey& key, int64_t nlat) {
+  LegendreSpec spec;
+  spec.grid = key.grid;
+  spec.nlat = nlat;
+  spec.lmax = key.lmax;
+  spec.mmax = key.mmax;
+  spec.norm = key.norm;
+  spec.csphase = key.csphase;
+  spec.inverse = key.kind == LegendreTableKind::synthesis;
+  return spec;
+}
+
+void check_key(const LegendreTableKey& key) {
+  GS_CHECK(is_floating(key.dtype), "Legendre table: expected dtype f32 or f64, got {}", dtype_name(key.dtype));
+  validate(legendre_spec_of(key, key.nlat));
+}
+
+// The quadrature weight each row is multiplied by (1 for synthesis tables).
+std::vector<double> row_factors(const LegendreTableKey& key, const Quadrature& q) {
+  if (key.kind == LegendreTableKind::analysis) return q.weights;
+  return std::vector<double>(q.weights.size(), 1.0);
+}
+
+// One order's stored values: the block (lmax - m, n_even) in f64, with negligible values zeroed,
+// cut to the rows that matter and split by parity.
+template <typename T>
+struct OrderBlock {
+  int64_t first_row = 0;
+  std::vector<T> even, odd;  // (l_even, n_even - first_row), (l_odd, max(0, n_odd - first_row))
+};
+
+template <typename T>
+OrderBlock<T> order_block(const LegendreTableKey& key, int64_t n_even, int64_t n_odd, const LegendreSpec& north_spec,
+                          const std::vector<double>& x_north, const std::vector<double>& factor, int64_t m) {
+  std::vector<double> block = legendre_table_for_m(north_spec, x_north, m);  // (lmax - m, n_even)
+  const int64_t rows = key.lmax - m;
+  double largest = 0;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < n_even; ++j) {
+      double& v = block[static_cast<size_t>(i * n_even + j)];
+      v *= factor[static_cast<size_t>(j)];
+      largest = std::max(largest, std::abs(v));
+    }
+  const double threshold = largest * LegendreTable::negligible(key.dtype);
+  OrderBlock<T> out;
+  out.first_row = n_even;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < n_even; ++j) {
+      double& v = block[static_cast<size_t>(i * n_even + j)];
+      if (std::abs(v) <= threshold) v = 0;
+      else if (!((i % 2 == 1) && j >= n_odd)) out.first_row = std::min(out.first_row, j);
+    }
+  const int64_t js = out.first_row, we = n_even - js, wo = std::max<int64_t>(0, n_odd - js);
+  out.even.resize(static_cast<size_t>(LegendreTable::l_even(key.lmax, m) * we));
+  out.odd.resize(static_cast<size_t>(LegendreTable::l_odd(key.lmax, m) * wo));
+  for (int64_t i = 0; i < rows; ++i) {
+    const double* src = block.data() + i * n_even + js;
+    const bool even = i % 2 == 0;
+    const int64_t w = even ? we : wo;
+    T* dst = (even ? out.even.data() : out.odd.data()) + (i / 2) * w;
+    for (int64_t j = 0; j < w; ++j) dst[j] = static_cast<T>(src[j]);
+  }
+  return out;
+}
+
+template <typename T>
+void fill_table(LegendreTable& t, const LegendreSpec& north_spec, const std::vector<double>& x_north,
+                const std::vector<double>& factor) {
+  const int64_t mmax = t.key.mmax;
+  // Each order's block is built on its own (work ~ lmax - m: dynamic scheduling balances it); the
+  // layout, which depends on the rows each order keeps, is known only when all are done.
+  std::vector<OrderBlock<T>> blocks(static_cast<size_t>(mmax));
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t m = 0; m < mmax; ++m)
+    blocks[static_cast<size_t>(m)] = order_block<T>(t.key, t.n_even, t.n_odd, north_spec, x_north, factor, m);
+  t.first_row.resize(static_cast<size_t>(mmax));
+  t.even_offset.resize(static_cast<size_t>(mmax));
+  t.odd_offset.resize(static_cast<size_t>(mmax));
+  int64_t total = 0;
+  for (int64_t m = 0; m < mmax; ++m) {
+    const OrderBlock<T>& b = blocks[static_cast<size_t>(m)];
+    t.first_row[static_cast<size_t>(m)] = b.first_row;
+    t.even_offset[static_cast<size_t>(m)] = total;
+    total += static_cast<int64_t>(b.even.size());
+    t.odd_offset[static_cast<size_t>(m)] = total;
+    total += static_cast<int64_t>(b.odd.size());
+  }
+  t.values = empty({total}, t.key.dtype);
+  T* out = t.values.data<T>();
+  for (int64_t m = 0; m < mmax; ++m) {
+    OrderBlock<T>& b = blocks[static_cast<size_t>(m)];
+    std::copy(b.even.begin(), b.even.end(), out + t.even_offset[static_cast<size_t>(m)]);
+    std::copy(b.odd.begin(), b.odd.end(), out + t.odd_offset[static_cast<size_t>(m)]);
+    b = OrderBlock<T>();
+  }
+}
+
+std::shared_ptr<const LegendreTable> build_table(const LegendreTableKey& key) {
+  check_key(key);
+  auto t = std::make_shared<LegendreTable>();
+  t->key = key;
+  t->n_even = (key.nlat + 1) / 2;
+  t->n_odd = key.nlat / 2;
+  const Quadrature q = make_quadrature(key.grid, key.nlat);
+  const std::vector<double> x_north(q.cos_theta.begin(), q.cos_theta.begin() + t->n_even);
+  const std::vector<double> factor = row_factors(key, q);
+  const LegendreSpec north_spec = legendre_spec_of(key, t->n_even);
+  validate(north_spec);  // before the parallel loop: nothing in it may throw
+  dispatch_float(key.dtype, "Legendre table", [&]<typename T>() { fill_table<T>(*t, north_spec, x_north, factor); });
+  t->values.storage()->set_read_only(fmt::format(
+      "Legendre table ({}) is a shared constant of the SHT table cache; clone() it to get a writable copy",
+      key.str()));
+  return t;
+}
+
+using TableFuture = std::shared_future<std::shared_ptr<const LegendreTable>>;
+
+struct Cache {
+  std::mutex mutex;
+  std::map<LegendreTableKey, TableFuture> tables;
+  std::atomic<int64_t> builds{0};
+};
+
+// The bytes of a finished table; 0 for one whose build failed.
+size_t bytes_of(const TableFuture& f) {
+  try {
+    return f.get()->nbytes();
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+Cache& cache() {
+  static Cache* c = new Cache();  // never destroyed: tables may be looked up during static destruction
+  return *c;
+}
+
+}  // namespace
+
+std::string LegendreTableKey::str() const {
+  return fmt::format("{}, nlat {}, lmax {}, mmax {}, {}{}, {}, {}", grid_name(grid), nlat, lmax, mmax,
+                     normalization_name(norm), csphase ? ", csphase" : ", no csphase",
+                     kind == LegendreTableKind::analysis ? "analysis (quadrature weights folded in)" : "synthesis",
+                     dtype_name(dtype));
+}
+
+double LegendreTable::negligible(DType dtype) {
+  const double eps = dtype == DType::f32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
+  return eps / 4096;
+}
+
+size_t LegendreTable::nbytes() const {
+  return values.defined() ? static_cast<size_t>(values.numel()) * dtype_size(values.dtype()) : 0;
+}
+
+std::shared_ptr<const LegendreTable> legendre_table_cached(const LegendreTableKey& key) {
+  check_key(key);
+  Cache& c = cache();
+  std::promise<std::shared_ptr<const LegendreTable>> promise;
+  TableFuture future;
+  bool build_here = false;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto it = c.tables.find(key);
+    if (it != c.tables.end()) {
+      future = it->second;
+    } else {
+      // Reserve the entry, then build outside the lock: other keys stay available meanwhile, and
+      // callers of this key wait on the future instead of building it twice.
+      future = promise.get_future().share();
+      c.tables.emplace(key, future);
+      build_here = true;
+    }
+  }
+  if (build_here) {
+    try {
+      promise.set_value(build_table(key));
+      ++c.builds;
+    } catch (...) {
+      {
+        std::lock_guard<std::mutex> lock(c.mutex);
+        auto it = c.tables.find(key);
+        if (it != c.tables.end()) c.tables.erase(it);
+      }
+      promise.set_exception(std::current_exception());
+    }
+  }
+  return future.get();
+}
+
+std::vector<double> legendre_reference_table(const LegendreTableKey& key) {
+  check_key(key);
+  const Quadrature q = make_quadrature(key.grid, key.nlat);
+  const LegendreSpec spec = legendre_spec_of(key, key.nlat);
+  std::vector<double> table = legendre_table(spec, q.cos_theta);
+  const std::vector<double> factor = row_factors(key, q);
+  for (int64_t m = 0; m < key.mmax; ++m)
+    for (int64_t l = m; l < key.lmax; ++l)
+      for (int64_t j = 0; j < key.nlat; ++j) table[spec.tri_index(m, l, j)] *= factor[j];
+  return table;
+}
+
+LegendreCacheStats legendre_cache_stats() {
+  Cache& c = cache();
+  LegendreCacheStats s;
+  std::lock_guard<std::mutex> lock(c.mutex);
+  for (const auto& [key, future] : c.tables) {
+    if (future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) continue;  // being built
+    const size_t b = bytes_of(future);
+    s.tables += b > 0;
+    s.bytes += b;
+  }
+  s.builds = c.builds.load();
+  return s;
+}
+
+size_t clear_legendre_cache() {
+  Cache& c = cache();
+  std::map<LegendreTableKey, TableFuture> dropped;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    dropped.swap(c.tables);
+  }
+  size_t bytes = 0;
+  for (const auto& [key, future] : dropped) bytes += bytes_of(future);  // waits for builds in flight
+  return bytes;
+}
+
+}  // namespace gs::sphere

@@ -1,0 +1,99 @@
+// The process-wide cache of Legendre tables as read-only Tensors, in the layout the SHT kernels
+// (ops/sphere/sht.cpp) multiply with. One table per (grid, nlat, lmax, mmax, normalisation,
+// csphase, kind, dtype): built once in f64 (ops/sphere/legendre.h), cast once to the compute dtype,
+// shared by every caller with an equal key, and never writable (an in-place write throws, naming
+// the table). Decisions: ops/sphere/NOTES.md, section "SHT".
+#pragma once
+#include <algorithm>
+#include <compare>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "ops/sphere/grids.h"
+#include "ops/sphere/legendre.h"
+
+namespace gs::sphere {
+
+// What the table is multiplied with.
+//   analysis:  the forward SHT's table, w_j Pbar_l^m(x_j) with the quadrature weight folded in
+//              (LegendreSpec::inverse = false).
+//   synthesis: the inverse SHT's table, Pbar_l^m(x_j) (LegendreSpec::inverse = true; for ortho the
+//              same values as analysis without the weights).
+enum class LegendreTableKind { analysis, synthesis };
+
+struct LegendreTableKey {
+  GridKind grid = GridKind::legendre_gauss;
+  int64_t nlat = 0;
+  int64_t lmax = 0;
+  int64_t mmax = 0;
+  Normalization norm = Normalization::ortho;
+  bool csphase = true;
+  LegendreTableKind kind = LegendreTableKind::synthesis;
+  DType dtype = DType::f64;  // f32 or f64: the real dtype of the data it multiplies
+
+  auto operator<=>(const LegendreTableKey&) const = default;
+  // "legendre-gauss, nlat 64, lmax 64, mmax 33, ortho, csphase, analysis (weights folded in), f32"
+  std::string str() const;
+};
+
+// One cached table. The grids are symmetric about the equator and
+// Pbar_l^m(-x) = (-1)^{l+m} Pbar_l^m(x), so only the northern rows are stored, split by parity:
+//   n_even = ceil(nlat / 2) rows: j = 0 .. nlat/2 - 1 and the equator row when nlat is odd;
+//   n_odd  = nlat / 2 rows: j = 0 .. nlat/2 - 1 (odd functions vanish on the equator).
+// Near the poles Pbar_l^m ~ sin^m(theta) is negligible for large m: every value below
+// kNegligible * (the largest |value| of order m) is stored as an exact 0 (which also keeps
+// subnormal numbers, and their 100-cycle arithmetic, out of the kernels), and the leading northern
+// rows j < first_row[m] that hold nothing else are not stored at all: the SHT skips them. For each
+// m in [0, mmax), two row-major blocks of `values` (1-D, dtype key.dtype):
+//   even(m): (l_even(m), even_width(m)), rows l = m, m+2, ... < lmax, columns j = first_row[m] ..
+//   odd(m):  (l_odd(m),  odd_width(m)),  rows l = m+1, m+3, ... < lmax, columns j = first_row[m] ..
+// so the mirrored row nlat-1-j has the value of row j times +1 (even block) or -1 (odd block).
+struct LegendreTable {
+  LegendreTableKey key;
+  int64_t n_even = 0;
+  int64_t n_odd = 0;
+  std::vector<int64_t> first_row;    // mmax entries: northern rows j < first_row[m] are zero for order m
+  std::vector<int64_t> even_offset;  // mmax entries: element offset of block even(m) in values
+  std::vector<int64_t> odd_offset;   // mmax entries: element offset of block odd(m)
+  Tensor values;                     // read-only storage
+
+  // Relative to the largest value of each order, in units of the dtype's epsilon: 2^-12 eps.
+  static double negligible(DType dtype);
+
+  static int64_t l_even(int64_t lmax, int64_t m) { return (lmax - m + 1) / 2; }
+  static int64_t l_odd(int64_t lmax, int64_t m) { return (lmax - m) / 2; }
+  int64_t l_even(int64_t m) const { return l_even(key.lmax, m); }
+  int64_t l_odd(int64_t m) const { return l_odd(key.lmax, m); }
+  int64_t even_width(int64_t m) const { return n_even - first_row[static_cast<size_t>(m)]; }
+  int64_t odd_width(int64_t m) const { return std::max<int64_t>(0, n_odd - first_row[static_cast<size_t>(m)]); }
+  size_t nbytes() const;
+};
+
+// The table for `key`, built on first use. Thread-safe; two calls with equal keys return the
+// same object (and so the same storage).
+//
+// Ownership: the cache holds strong references. A table lives until clear_legendre_cache() (or
+// the end of the process), so a functional call such as sht(x, spec) never rebuilds one, and a
+// model's tables cost their memory once. Tensors already handed out (e.g. saved in an autograd
+// graph) keep their storage alive after a clear; a later lookup then builds a new table.
+std::shared_ptr<const LegendreTable> legendre_table_cached(const LegendreTableKey& key);
+
+// The f64 reference values Pbar_l^m(x_j) (times w_j for analysis) at every row j of the grid, in
+// LegendreSpec's triangular layout (block m: (lmax - m, nlat)). Built directly from legendre.h,
+// without the symmetric split or the dropped values; tests compare the cached table against it.
+std::vector<double> legendre_reference_table(const LegendreTableKey& key);
+
+struct LegendreCacheStats {
+  int64_t tables = 0;  // tables held by the cache
+  size_t bytes = 0;    // bytes of their values
+  int64_t builds = 0;  // tables built since the process started
+};
+LegendreCacheStats legendre_cache_stats();
+
+// Drops the cache's references; returns the bytes it held.
+size_t clear_legendre_cache();
+
+}  // namespace gs::sphere

@@ -1,0 +1,43 @@
+// `gradsphere bench NAME [--quick]`: speed and memory measurements. Timings belong here, never in
+// the test suite.
+#include <map>
+#include <memory>
+
+#include "engine/error.h"
+#include "tools/bench/benches.h"
+#include "tools/commands.h"
+
+namespace gs::tools {
+namespace {
+
+struct BenchArgs {
+  std::string name;
+  BenchOptions options;
+};
+
+const std::map<std::string, int (*)(const BenchOptions&)>& benches() {
+  static const std::map<std::string, int (*)(const BenchOptions&)> b = {{"engine", &bench_engine}};
+  return b;
+}
+
+int run_bench(const BenchArgs& args) {
+  auto it = benches().find(args.name);
+  if (it == benches().end()) {
+    std::string names;
+    for (const auto& [n, f] : benches()) names += (names.empty() ? "" : ", ") + n;
+    fail("bench: unknown benchmark '{}'; available: {}", args.name, names);
+  }
+  return it->second(args.options);
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, CommandRegistry& commands) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* sub = app.add_subcommand("bench", "Measure speed against baselines run in the same process");
+  sub->add_option("name", args->name, "Which benchmark (engine)")->required();
+  sub->add_flag("--quick", args->options.quick, "Small sizes (a smoke run, not a measurement)");
+  commands.add(sub, [args] { return run_bench(*args); });
+}
+
+}  // namespace gs::tools

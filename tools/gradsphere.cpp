@@ -1,0 +1,31 @@
+// The `gradsphere` command: one binary, one subcommand per job. Library errors (gs::Error) are
+// printed as "error: ..." and exit with status 1; a failed check exits with status 2.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "engine/error.h"
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"gradsphere: reverse-mode autodiff, spherical harmonic transforms and SFNO training"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "gradsphere 0.1.0");
+  gs::tools::CommandRegistry commands;
+  gs::tools::add_gradcheck_command(app, commands);
+  gs::tools::add_bench_command(app, commands);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return commands.run_selected(app);
+  } catch (const gs::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "internal error: %s\n", e.what());
+    return 3;
+  }
+}
