@@ -1,4 +1,4 @@
-// `gradsphere bench NAME [--quick]`: speed and memory measurements. Timings belong here, never in
+// `gradsphere bench NAME [--quick] [--csv FILE]`: speed and memory measurements. Timings belong here, never in
 // the test suite.
 #include <map>
 #include <memory>
@@ -16,7 +16,7 @@ struct BenchArgs {
 };
 
 const std::map<std::string, int (*)(const BenchOptions&)>& benches() {
-  static const std::map<std::string, int (*)(const BenchOptions&)> b = {{"engine", &bench_engine}};
+  static const std::map<std::string, int (*)(const BenchOptions&)> b = {{"engine", &bench_engine}, {"sht", &bench_sht}};
   return b;
 }
 
@@ -35,8 +35,9 @@ int run_bench(const BenchArgs& args) {
 void add_bench_command(CLI::App& app, CommandRegistry& commands) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* sub = app.add_subcommand("bench", "Measure speed against baselines run in the same process");
-  sub->add_option("name", args->name, "Which benchmark (engine)")->required();
+  sub->add_option("name", args->name, "Which benchmark (engine, sht)")->required();
   sub->add_flag("--quick", args->options.quick, "Small sizes (a smoke run, not a measurement)");
+  sub->add_option("--csv", args->options.csv, "Also write the results to this CSV file (sht)");
   commands.add(sub, [args] { return run_bench(*args); });
 }
 

@@ -30,12 +30,16 @@ struct CustomFunctionImpl {
     for (const auto& d : ctx->dirty_) {
       // Count the write first: forward has already changed the data, so even when the checks
       // below refuse it, graphs that saved this tensor must see the new version.
+      uint64_t before = d.version();
       for (size_t i = 0; i < inputs.size(); ++i)
-        if (inputs[i].is_same(d) && d.version() == versions_before[i]) bump_version(d);
+        if (inputs[i].is_same(d)) {
+          before = versions_before[i];
+          if (d.version() == before) bump_version(d);
+        }
       bool returned = false;
       for (const auto& o : outputs) returned |= o.is_same(d);
       GS_CHECK(returned, "{}: a tensor passed to mark_dirty() must be returned from forward", name);
-      if (record) check_inplace(d, name.c_str(), {});
+      if (record) check_inplace(d, name.c_str(), {}, before);
     }
     // An input returned unchanged gets a fresh alias so it can carry this function's history.
     for (auto& o : outputs) {

@@ -1,5 +1,6 @@
 #include "engine/autograd/gradcheck.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/autograd/engine.h"
@@ -39,7 +40,24 @@ std::vector<double> flat_outputs(const std::vector<Tensor>& outs) {
   return flat;
 }
 
-// Fresh copies of the inputs, with the same requires_grad flags.
+// Fresh copies of the inputs with the same requires_grad flags and the same memory order: a
+// transposed sample stays transposed, so the op's strided paths are what gets checked.
+Tensor copy_keeping_layout(const Tensor& t) {
+  if (t.is_contiguous()) return contiguous_copy(t, true);
+  // Lay the copy out densely in the order of t's strides (largest first), then view it back.
+  std::vector<int64_t> order(t.dim());
+  for (int64_t d = 0; d < t.dim(); ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  Shape dense_sizes;
+  for (auto d : order) dense_sizes.push_back(t.size(d));
+  Shape dense_strides = contiguous_strides(dense_sizes), strides(t.dim());
+  for (int64_t k = 0; k < t.dim(); ++k) strides[order[k]] = dense_strides[k];
+  Tensor dense = empty(dense_sizes, t.dtype(), t.device());
+  Tensor out(std::make_shared<TensorImpl>(dense.storage(), t.sizes(), strides, 0, t.dtype()));
+  copy_values(out, t);
+  return out;
+}
+
 std::vector<Tensor> fresh_inputs(const std::vector<Tensor>& inputs) {
   std::vector<Tensor> r;
   for (const auto& t : inputs) {
@@ -47,11 +65,21 @@ std::vector<Tensor> fresh_inputs(const std::vector<Tensor>& inputs) {
       r.push_back(t);
       continue;
     }
-    Tensor c = contiguous_copy(t, true);
+    Tensor c = copy_keeping_layout(t);
     if (t.requires_grad()) c.set_requires_grad(true);
     r.push_back(c);
   }
   return r;
+}
+
+// Memory offset (in elements, from the first element) of logical row-major element j.
+int64_t element_offset(const Tensor& t, int64_t j) {
+  int64_t off = 0;
+  for (int64_t d = t.dim() - 1; d >= 0; --d) {
+    off += (j % t.size(d)) * t.stride(d);
+    j /= t.size(d);
+  }
+  return off;
 }
 
 Matrix numerical_jacobian(const DifferentiableFn& f, const std::vector<Tensor>& inputs, double eps,
@@ -64,8 +92,9 @@ Matrix numerical_jacobian(const DifferentiableFn& f, const std::vector<Tensor>& 
       for (int c = 0; c < w; ++c) {
         auto eval = [&](double delta) {
           auto xs = fresh_inputs(inputs);
-          if (w == 2) xs[i].data<c128>()[j] += c == 0 ? c128(delta, 0) : c128(0, delta);
-          else xs[i].data<double>()[j] += delta;
+          int64_t at = element_offset(xs[i], j);
+          if (w == 2) xs[i].data<c128>()[at] += c == 0 ? c128(delta, 0) : c128(0, delta);
+          else xs[i].data<double>()[at] += delta;
           return flat_outputs(f(xs));
         };
         auto plus = eval(eps), minus = eval(-eps);

@@ -75,6 +75,12 @@ std::shared_ptr<Node> record_op(std::string name, const std::vector<Tensor>& inp
 
 void check_inplace(const Tensor& self, const char* op, std::initializer_list<Tensor> others) {
   GS_CHECK(self.defined(), "{}: the tensor to modify is undefined", op);
+  check_inplace(self, op, others, self.version());
+}
+
+void check_inplace(const Tensor& self, const char* op, std::initializer_list<Tensor> others,
+                   uint64_t version_before_write) {
+  GS_CHECK(self.defined(), "{}: the tensor to modify is undefined", op);
   check_writable(self, op);
   if (!recording_enabled()) return;
   bool others_need_grad = false;
@@ -83,6 +89,15 @@ void check_inplace(const Tensor& self, const char* op, std::initializer_list<Ten
            "{}: a leaf tensor that requires grad ({}) is being used in an in-place operation. Wrap the update in "
            "gs::NoGradGuard (as optimizers do), or clone() the tensor first.",
            op, self.meta_str());
+  // Checked before the write, so a refused op leaves the data and the version untouched.
+  if (!self.is_leaf() && self.requires_grad()) {
+    const auto& m = self.impl()->meta();
+    GS_CHECK(m.history_version == version_before_write,
+             "{}: {} was modified in place outside autograd's record before this op (version {} -> {}): "
+             "e.g. under no_grad or through another alias, so its history no longer matches its value; "
+             "compute it again, or clone() it before modifying.",
+             op, self.meta_str(), m.history_version, version_before_write);
+  }
   if (self.is_view() && (self.requires_grad() || others_need_grad)) {
     Tensor base = self.view_base();
     bool base_in_graph = base.defined() && base.requires_grad();

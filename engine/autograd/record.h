@@ -32,6 +32,10 @@ void connect_node(const std::shared_ptr<Node>& node, const std::vector<Tensor>& 
 // while autograd is recording). After writing: bumps the version and, when recording, makes
 // `self`'s history go through a new node (rebase).
 void check_inplace(const Tensor& self, const char* op, std::initializer_list<Tensor> others);
+// The same, for a write that has already happened (custom functions' mark_dirty): the history
+// check compares against the version before that write.
+void check_inplace(const Tensor& self, const char* op, std::initializer_list<Tensor> others,
+                   uint64_t version_before_write);
 void finish_inplace(Tensor& self, const char* op, const std::vector<Tensor>& other_inputs, BackwardRule rule,
                     const std::vector<Tensor>& saved = {});
 

@@ -43,6 +43,16 @@ const std::vector<std::string> kExpectedOps = {
     "add_", "mul_", "mul_self_aliased", "copy_", "fill_zero_",
     // ops/linalg.cpp
     "matmul", "matmul_transposed_b", "bmm", "linear",
+    // ops/sphere/fft.cpp, sht.cpp
+    "rfft_lon", "irfft_lon", "legendre_analysis", "legendre_synthesis", "sht", "isht",
+    // ops/sphere/vector_sht.cpp
+    "vector_legendre_analysis", "vector_legendre_synthesis", "vector_sht", "ivector_sht", "vorticity_divergence",
+    "winds_from_vorticity_divergence", "spectral_laplacian", "inverse_spectral_laplacian", "spectral_gradient",
+    // ops/sphere/spectral_conv.cpp
+    "spectral_conv_dh", "spectral_conv_diagonal", "spectral_conv_adjoint", "spectral_conv_weight_grad",
+    // ops/sphere/sfno_blocks.cpp
+    "layer_norm_channels", "instance_norm_sphere", "conditional_layer_norm", "conv1x1", "local_conv3x3",
+    "sphere_neighbours3x3", "area_weighted_mean", "area_weighted_mse",
 };
 
 std::string describe(const std::vector<Tensor>& inputs) {

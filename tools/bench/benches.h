@@ -1,12 +1,15 @@
 // Benchmarks behind `gradsphere bench NAME`.
 #pragma once
+#include <string>
 
 namespace gs::tools {
 
 struct BenchOptions {
   bool quick = false;  // small sizes, for smoke tests in the test suite
+  std::string csv;     // if set, also write the results there as CSV (benchmarks that support it)
 };
 
 int bench_engine(const BenchOptions& opt);
+int bench_sht(const BenchOptions& opt);
 
 }  // namespace gs::tools

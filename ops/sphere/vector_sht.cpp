@@ -1,0 +1,419 @@
+// The vector SHT (torch-harmonics' RealVectorSHT / InverseRealVectorSHT) and the shallow-water
+// spectral helpers. Conventions and derivations: vector_sht.h and ops/sphere/NOTES.md, "Vector SHT".
+//
+// Per order m, with D = dPbar_l^m/dtheta and M = m Pbar_l^m / sin(theta) (real (lmax - m, nlat)
+// tables, Condon-Shortley sign included), the two Legendre contractions are
+//   to_degree:   S = D X0 - i M X1,           T = -i M X0 - D X1         (sum over rows j)
+//   to_latitude: X0 = D^T S + i M^T T,        X1 = i M^T S - D^T T       (sum over degrees l)
+// As complex-linear maps, to_latitude with tables (D, M) is the adjoint (conjugate transpose) of
+// to_degree with the same tables, and conversely. Under PyTorch's complex-gradient convention the
+// gradient of z -> A z is g -> A^H g, so each contraction's backward is the other direction with
+// the same table: the analysis' backward is a synthesis with the analysis table (weights and
+// 1/(l(l+1)) folded in), the synthesis' backward an analysis with the synthesis table. Each
+// backward is recorded with the forward as its own backward: derivatives of every order.
+//
+// Kernel: plain per-order real GEMMs (no equatorial symmetry split). The complex batch of the two
+// components is a real (rows, 4B) matrix; D and M each multiply it once, and the four products
+// are combined as above.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // Eigen's GEMM under -march=native (see linalg.cpp)
+#endif
+#include "ops/sphere/vector_sht.h"
+
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <cmath>
+#include <complex>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/autograd/record.h"
+#include "engine/factory.h"
+#include "ops/elementwise.h"
+#include "ops/kernels.h"
+#include "ops/registry.h"
+#include "ops/shape_ops.h"
+#include "ops/sphere/fft.h"
+#include "ops/sphere/legendre_cache.h"
+
+namespace gs::sphere {
+namespace {
+
+enum class Direction { to_degree, to_latitude };
+Direction flip(Direction d) { return d == Direction::to_degree ? Direction::to_latitude : Direction::to_degree; }
+
+// The derivative tables of one (grid, nlat, lmax, mmax, norm, csphase, kind, dtype): values holds
+// D in the triangular layout of `layout` (block m: (lmax - m) rows l = m.., nlat values each),
+// then M in the same layout, starting at `tri`. Read-only storage.
+struct VectorTable {
+  LegendreTableKey key;
+  LegendreSpec layout;
+  int64_t tri = 0;
+  Tensor values;
+};
+
+std::string table_name(const LegendreTableKey& key) { return "vector SHT derivative table (" + key.str() + ")"; }
+
+// Built in f64 from the Pbar table (no Condon-Shortley sign) of orders up to mmax and degrees up
+// to lmax (one more of each than the output), by the recurrences of torch-harmonics'
+// _precompute_dlegpoly (Wang, Wang & Xie), which never divide by sin(theta) (finite at the poles):
+//   D_l^0 = -sqrt(l(l+1)) P_l^1
+//   D_l^m = (sqrt((l+m)(l-m+1)) P_l^{m-1} - sqrt((l-m)(l+m+1)) P_l^{m+1}) / 2         (m >= 1)
+//   M_l^m = sqrt((2l+1)/(2l+3)) (sqrt((l-m+1)(l-m+2)) P_{l+1}^{m-1}
+//                                + sqrt((l+m+1)(l+m+2)) P_{l+1}^{m+1}) / 2              (m >= 1)
+//   M_l^0 = 0;  odd m negated with csphase;  analysis: times w_j / (l(l+1)) (l = 0 rows are 0).
+std::shared_ptr<const VectorTable> build_table(const LegendreTableKey& key) {
+  const bool analysis = key.kind == LegendreTableKind::analysis;
+  const Quadrature q = make_quadrature(key.grid, key.nlat);
+  const LegendreSpec pspec{key.grid, key.nlat, key.lmax + 1, key.mmax + 1, key.norm, false, !analysis};
+  validate(pspec);
+  const std::vector<double> P = legendre_table(pspec, q.cos_theta);
+  const int64_t nlat = key.nlat, lmax = key.lmax, mmax = key.mmax;
+  auto p = [&](int64_t m, int64_t l, int64_t j) { return l < m ? 0.0 : P[pspec.tri_index(m, l, j)]; };
+
+  auto t = std::make_shared<VectorTable>();
+  t->key = key;
+  t->layout = LegendreSpec{key.grid, nlat, lmax, mmax, key.norm, key.csphase, !analysis};
+  t->tri = static_cast<int64_t>(t->layout.tri_size());
+  std::vector<double> v(2 * static_cast<size_t>(t->tri), 0.0);
+  double* D = v.data();
+  double* M = v.data() + t->tri;
+  for (int64_t m = 0; m < mmax; ++m) {
+    const double sign = key.csphase && m % 2 == 1 ? -1.0 : 1.0;
+    for (int64_t l = m; l < lmax; ++l) {
+      const double dl = static_cast<double>(l), dm = static_cast<double>(m);
+      const double norm = analysis && l > 0 ? 1.0 / (dl * (dl + 1)) : 1.0;
+      for (int64_t j = 0; j < nlat; ++j) {
+        const double rowf = sign * norm * (analysis ? q.weights[static_cast<size_t>(j)] : 1.0);
+        double d, mm = 0.0;
+        if (m == 0) {
+          d = -std::sqrt(dl * (dl + 1)) * p(1, l, j);
+        } else {
+          d = 0.5 * (std::sqrt((dl + dm) * (dl - dm + 1)) * p(m - 1, l, j) -
+                     std::sqrt((dl - dm) * (dl + dm + 1)) * p(m + 1, l, j));
+          mm = 0.5 * std::sqrt((2 * dl + 1) / (2 * dl + 3)) *
+               (std::sqrt((dl - dm + 1) * (dl - dm + 2)) * p(m - 1, l + 1, j) +
+                std::sqrt((dl + dm + 1) * (dl + dm + 2)) * p(m + 1, l + 1, j));
+        }
+        const size_t i = t->layout.tri_index(m, l, j);
+        D[i] = rowf * d;
+        M[i] = rowf * mm;
+      }
+    }
+  }
+  t->values = cast_copy(from_vector(v, Shape{2 * t->tri}), key.dtype);
+  t->values.storage()->set_read_only(table_name(key) +
+                                     " is a shared constant of the vector SHT table cache; clone() it to get a "
+                                     "writable copy");
+  return t;
+}
+
+std::shared_ptr<const VectorTable> table_cached(const LegendreTableKey& key) {
+  static std::mutex mutex;
+  static std::map<LegendreTableKey, std::shared_ptr<const VectorTable>> cache;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  auto built = build_table(key);  // outside the lock; a concurrent build of the same key loses
+  std::lock_guard<std::mutex> lock(mutex);
+  return cache.emplace(key, std::move(built)).first->second;
+}
+
+template <typename T>
+using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// One contraction over all orders. in/out are (B, 2, rows, mmax) complex, contiguous.
+template <typename T>
+void contract_kernel(Direction dir, const std::complex<T>* in, std::complex<T>* out, const VectorTable& tab,
+                     int64_t B) {
+  const int64_t nlat = tab.key.nlat, lmax = tab.key.lmax, mmax = tab.key.mmax;
+  const int64_t rows_in = dir == Direction::to_degree ? nlat : lmax;
+  const int64_t rows_out = dir == Direction::to_degree ? lmax : nlat;
+  const T* table = tab.values.template data<T>();
+  std::fill(out, out + B * 2 * rows_out * mmax, std::complex<T>(0, 0));
+  const int64_t W = 4 * B;
+  auto col = [](int64_t b, int64_t c, int64_t r) { return (b * 2 + c) * 2 + r; };
+  auto run_order = [&](int64_t m) {
+    const int64_t L = lmax - m;
+    if (L <= 0) return;
+    const size_t off = tab.layout.tri_offset(m);
+    Eigen::Map<const RowMatrix<T>> Dm(table + off, L, nlat);
+    Eigen::Map<const RowMatrix<T>> Mm(table + tab.tri + off, L, nlat);
+    const int64_t r0 = dir == Direction::to_degree ? 0 : m;  // first input row used
+    const int64_t nin = rows_in - r0;
+    RowMatrix<T> X(nin, W);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t c = 0; c < 2; ++c)
+        for (int64_t r = 0; r < nin; ++r) {
+          const std::complex<T> z = in[((b * 2 + c) * rows_in + r0 + r) * mmax + m];
+          X(r, col(b, c, 0)) = z.real();
+          X(r, col(b, c, 1)) = z.imag();
+        }
+    RowMatrix<T> P, R;
+    if (dir == Direction::to_degree) {
+      P.noalias() = Dm * X;
+      R.noalias() = Mm * X;
+    } else {
+      P.noalias() = Dm.transpose() * X;
+      R.noalias() = Mm.transpose() * X;
+    }
+    const int64_t o0 = dir == Direction::to_degree ? m : 0;  // first output row written
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t r = 0; r < P.rows(); ++r) {
+        std::complex<T>& y0 = out[((b * 2 + 0) * rows_out + o0 + r) * mmax + m];
+        std::complex<T>& y1 = out[((b * 2 + 1) * rows_out + o0 + r) * mmax + m];
+        if (dir == Direction::to_degree) {
+          // S = D X0 - i M X1, T = -i M X0 - D X1
+          y0 = {P(r, col(b, 0, 0)) + R(r, col(b, 1, 1)), P(r, col(b, 0, 1)) - R(r, col(b, 1, 0))};
+          y1 = {R(r, col(b, 0, 1)) - P(r, col(b, 1, 0)), -R(r, col(b, 0, 0)) - P(r, col(b, 1, 1))};
+        } else {
+          // X0 = D^T S + i M^T T, X1 = i M^T S - D^T T
+          y0 = {P(r, col(b, 0, 0)) - R(r, col(b, 1, 1)), P(r, col(b, 0, 1)) + R(r, col(b, 1, 0))};
+          y1 = {-R(r, col(b, 0, 1)) - P(r, col(b, 1, 0)), R(r, col(b, 0, 0)) - P(r, col(b, 1, 1))};
+        }
+      }
+  };
+  const int64_t work = B * nlat * lmax * mmax;
+  const bool parallel = work >= (int64_t{1} << 16) && !omp_in_parallel() && omp_get_max_threads() > 1;
+  if (!parallel) {
+    for (int64_t m = 0; m < mmax; ++m) run_order(m);
+    return;
+  }
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t m = 0; m < mmax; ++m) run_order(m);
+}
+
+const char* op_name(LegendreTableKind kind, Direction dir) {
+  if (kind == LegendreTableKind::analysis)
+    return dir == Direction::to_degree ? "vector_legendre_analysis" : "vector_legendre_analysis_backward";
+  return dir == Direction::to_latitude ? "vector_legendre_synthesis" : "vector_legendre_synthesis_backward";
+}
+
+// x (..., 2, rows_in, mmax) -> (..., 2, rows_out, mmax); shapes already checked.
+Tensor contract(const Tensor& x, const std::shared_ptr<const VectorTable>& tab, Direction dir) {
+  const LegendreTableKey& key = tab->key;
+  const int64_t rows_out = dir == Direction::to_degree ? key.lmax : key.nlat;
+  Shape out_sizes(x.sizes().begin(), x.sizes().end() - 3);
+  const int64_t B = numel_of(out_sizes);
+  out_sizes.push_back(2);
+  out_sizes.push_back(rows_out);
+  out_sizes.push_back(key.mmax);
+  Tensor out = empty(out_sizes, x.dtype(), x.device());
+  if (out.numel() > 0) {
+    const Tensor xc = contiguous_copy(x);
+    dispatch_float(key.dtype, op_name(key.kind, dir), [&]<typename T>() {
+      contract_kernel<T>(dir, xc.data<std::complex<T>>(), out.data<std::complex<T>>(), *tab, B);
+    });
+  }
+  if (should_record({x}))
+    record_op(op_name(key.kind, dir), {x}, {&out}, {tab->values}, {},
+              [tab, dir](BackwardContext& ctx, const std::vector<Tensor>& g) {
+                ctx.saved(0);  // throws if the table was overwritten since forward
+                return std::vector<Tensor>{contract(g[0], tab, flip(dir))};
+              });
+  return out;
+}
+
+void check_spec(const ShtSpec& spec, const char* op, bool analysis) {
+  GS_CHECK(spec.nlat >= 1 && spec.nlon >= 1, "{}: the spec needs nlat >= 1 and nlon >= 1, got {}", op, spec.str());
+  GS_CHECK(spec.mmax >= 1 && spec.mmax <= spec.lmax, "{}: the spec needs 1 <= mmax <= lmax, got {}", op, spec.str());
+  GS_CHECK(spec.mmax <= spec.nlon / 2 + 1, "{}: the spec's mmax = {} exceeds nlon/2 + 1 = {} ({})", op, spec.mmax,
+           spec.nlon / 2 + 1, spec.str());
+  try {
+    if (analysis) check_lmax_supported(spec.grid, spec.nlat, spec.lmax);
+    else max_supported_lmax(spec.grid, spec.nlat);  // checks nlat against the grid
+  } catch (const Error& e) {
+    fail("{}: {}", op, e.what());
+  }
+}
+
+LegendreTableKey table_key(const ShtSpec& spec, LegendreTableKind kind, DType real) {
+  return {spec.grid, spec.nlat, spec.lmax, spec.mmax, spec.norm, spec.csphase, kind, real};
+}
+
+// x must be (..., 2, rows, cols) of a complex (or real) dtype on the CPU.
+void check_vector_input(const Tensor& x, const char* op, const char* what, bool complex_input, const char* rows_name,
+                        int64_t rows, const char* cols_name, int64_t cols, const ShtSpec& spec) {
+  kernels::check_defined(x, op);
+  kernels::check_cpu(x, op);
+  const bool dtype_ok = complex_input ? is_complex(x.dtype()) : is_floating(x.dtype());
+  GS_CHECK(dtype_ok && x.dim() >= 3 && x.size(-3) == 2 && x.size(-2) == rows && x.size(-1) == cols,
+           "{}: expected {} of shape (..., 2, {} = {}, {} = {}) with dtype {} for {}, got {}", op, what, rows_name,
+           rows, cols_name, cols, complex_input ? "c64 or c128" : "f32 or f64", spec.str(), x.meta_str());
+}
+
+void check_scalar_coeffs(const Tensor& c, const char* op) {
+  kernels::check_defined(c, op);
+  kernels::check_cpu(c, op);
+  GS_CHECK(is_complex(c.dtype()) && c.dim() >= 2,
+           "{}: expected spectral coefficients of shape (..., lmax, mmax) with dtype c64 or c128, got {}", op,
+           c.meta_str());
+}
+
+// A constant (lmax, 1) tensor of `dtype` (complex) holding f(l): broadcasts over (..., lmax, mmax).
+template <typename F>
+Tensor degree_factor(int64_t lmax, DType dtype, F f) {
+  std::vector<c128> v(static_cast<size_t>(lmax));
+  for (int64_t l = 0; l < lmax; ++l) v[static_cast<size_t>(l)] = c128(f(static_cast<double>(l)), 0.0);
+  return cast_copy(from_vector(v, Shape{lmax, 1}), dtype);
+}
+
+void check_radius(double radius, const char* op) {
+  GS_CHECK(std::isfinite(radius) && radius > 0, "{}: expected a finite radius > 0, got {}", op, radius);
+}
+
+}  // namespace
+
+Tensor vector_legendre_analysis(const Tensor& X, const ShtSpec& spec) {
+  const char* op = "vector_legendre_analysis";
+  check_spec(spec, op, true);
+  check_vector_input(X, op, "longitude Fourier coefficients", true, "nlat", spec.nlat, "mmax", spec.mmax, spec);
+  return contract(X, table_cached(table_key(spec, LegendreTableKind::analysis, real_dtype(X.dtype()))),
+                  Direction::to_degree);
+}
+
+Tensor vector_legendre_synthesis(const Tensor& coeffs, const ShtSpec& spec) {
+  const char* op = "vector_legendre_synthesis";
+  check_spec(spec, op, false);
+  check_vector_input(coeffs, op, "vector coefficients", true, "lmax", spec.lmax, "mmax", spec.mmax, spec);
+  return contract(coeffs, table_cached(table_key(spec, LegendreTableKind::synthesis, real_dtype(coeffs.dtype()))),
+                  Direction::to_latitude);
+}
+
+Tensor vector_sht(const Tensor& uv, const ShtSpec& spec) {
+  check_spec(spec, "vector_sht", true);
+  check_vector_input(uv, "vector_sht", "a real vector field (u eastward, v northward)", false, "nlat", spec.nlat,
+                     "nlon", spec.nlon, spec);
+  return vector_legendre_analysis(rfft_lon(uv, spec.mmax), spec);
+}
+
+Tensor ivector_sht(const Tensor& coeffs, const ShtSpec& spec) {
+  check_spec(spec, "ivector_sht", false);
+  check_vector_input(coeffs, "ivector_sht", "vector coefficients", true, "lmax", spec.lmax, "mmax", spec.mmax, spec);
+  return irfft_lon(vector_legendre_synthesis(coeffs, spec), spec.nlon);
+}
+
+Tensor vorticity_divergence(const Tensor& uv, const ShtSpec& spec, double radius) {
+  check_radius(radius, "vorticity_divergence");
+  check_spec(spec, "vorticity_divergence", true);
+  check_vector_input(uv, "vorticity_divergence", "winds (u eastward, v northward)", false, "nlat", spec.nlat, "nlon",
+                     spec.nlon, spec);
+  const Tensor c = vector_sht(uv, spec);
+  return mul(c, degree_factor(spec.lmax, c.dtype(), [&](double l) { return -l * (l + 1) / radius; }));
+}
+
+Tensor winds_from_vorticity_divergence(const Tensor& vd, const ShtSpec& spec, double radius) {
+  const char* op = "winds_from_vorticity_divergence";
+  check_radius(radius, op);
+  check_spec(spec, op, false);
+  check_vector_input(vd, op, "spectral vorticity and divergence", true, "lmax", spec.lmax, "mmax", spec.mmax, spec);
+  const Tensor f = degree_factor(spec.lmax, vd.dtype(), [&](double l) { return l == 0 ? 0.0 : -radius / (l * (l + 1)); });
+  return ivector_sht(mul(vd, f), spec);
+}
+
+Tensor spectral_laplacian(const Tensor& c, double radius) {
+  check_radius(radius, "spectral_laplacian");
+  check_scalar_coeffs(c, "spectral_laplacian");
+  return mul(c, degree_factor(c.size(-2), c.dtype(), [&](double l) { return -l * (l + 1) / (radius * radius); }));
+}
+
+Tensor inverse_spectral_laplacian(const Tensor& c, double radius) {
+  check_radius(radius, "inverse_spectral_laplacian");
+  check_scalar_coeffs(c, "inverse_spectral_laplacian");
+  return mul(c, degree_factor(c.size(-2), c.dtype(),
+                              [&](double l) { return l == 0 ? 0.0 : -radius * radius / (l * (l + 1)); }));
+}
+
+Tensor spectral_gradient(const Tensor& c, const ShtSpec& spec, double radius) {
+  const char* op = "spectral_gradient";
+  check_radius(radius, op);
+  check_spec(spec, op, false);
+  check_scalar_coeffs(c, op);
+  GS_CHECK(c.size(-2) == spec.lmax && c.size(-1) == spec.mmax,
+           "{}: expected spectral coefficients of shape (..., lmax = {}, mmax = {}) for {}, got {}", op, spec.lmax,
+           spec.mmax, spec.str(), c.meta_str());
+  const Tensor t = mul(c, degree_factor(spec.lmax, c.dtype(), [&](double) { return 1.0 / radius; }));
+  return ivector_sht(stack({zeros_like(c), t}, c.dim() - 2), spec);
+}
+
+size_t vector_sht_table_bytes(const ShtSpec& spec, DType dtype, bool analysis) {
+  GS_CHECK(is_floating(dtype), "vector_sht_table_bytes: expected f32 or f64, got {}", dtype_name(dtype));
+  const auto kind = analysis ? LegendreTableKind::analysis : LegendreTableKind::synthesis;
+  const auto t = table_cached(table_key(spec, kind, dtype));
+  return static_cast<size_t>(t->values.numel()) * dtype_size(dtype);
+}
+
+namespace {
+
+// Registry samples: one small transform per grid, odd and even nlat, distinct shapes (as sht.cpp).
+const ShtSpec kSampleSpecs[] = {
+    {GridKind::legendre_gauss, 4, 6, 4, 3, Normalization::ortho, true},
+    {GridKind::equiangular, 7, 8, 4, 4, Normalization::ortho, true},
+    {GridKind::lobatto, 6, 8, 5, 4, Normalization::ortho, true},
+};
+
+const ShtSpec& sample_spec_by_grid_shape(const Tensor& x) {
+  for (const ShtSpec& s : kSampleSpecs)
+    if (x.size(-2) == s.nlat && (x.size(-1) == s.nlon || x.size(-1) == s.mmax)) return s;
+  fail("vector SHT registry: no sample spec has a grid of shape {}", shape_str(x.sizes()));
+}
+
+const ShtSpec& sample_spec_by_coeff_shape(const Tensor& x) {
+  for (const ShtSpec& s : kSampleSpecs)
+    if (x.size(-2) == s.lmax && x.size(-1) == s.mmax) return s;
+  fail("vector SHT registry: no sample spec has coefficients of shape {}", shape_str(x.sizes()));
+}
+
+using V = std::vector<Tensor>;
+
+// One sample per grid, (2, [2,] rows, cols), the first non-contiguous.
+template <typename Rows, typename Cols>
+std::vector<OpSample> samples(RandomKey k, DType dtype, bool vector, Rows rows, Cols cols) {
+  std::vector<OpSample> out;
+  uint64_t stream = 1;
+  for (const ShtSpec& s : kSampleSpecs) {
+    Shape sizes{2};
+    if (vector) sizes.push_back(2);
+    sizes.push_back(rows(s));
+    sizes.push_back(cols(s));
+    const RandomKey key{k.seed, k.stream * 100 + stream++};
+    if (stream == 2)
+      out.push_back({std::string(grid_name(s.grid)) + " non-contiguous", {sample_leaf_transposed(sizes, key, dtype)}});
+    else out.push_back({std::string(grid_name(s.grid)), {sample_leaf(sizes, key, dtype)}});
+  }
+  return out;
+}
+
+auto nlat_of = [](const ShtSpec& s) { return s.nlat; };
+auto nlon_of = [](const ShtSpec& s) { return s.nlon; };
+auto lmax_of = [](const ShtSpec& s) { return s.lmax; };
+auto mmax_of = [](const ShtSpec& s) { return s.mmax; };
+
+const OpRegistrar registrar{
+    {"vector_legendre_analysis", [](RandomKey k) { return samples(k, DType::c128, true, nlat_of, mmax_of); },
+     [](const V& x) { return V{vector_legendre_analysis(x[0], sample_spec_by_grid_shape(x[0]))}; }},
+    {"vector_legendre_synthesis", [](RandomKey k) { return samples(k, DType::c128, true, lmax_of, mmax_of); },
+     [](const V& x) { return V{vector_legendre_synthesis(x[0], sample_spec_by_coeff_shape(x[0]))}; }},
+    {"vector_sht", [](RandomKey k) { return samples(k, DType::f64, true, nlat_of, nlon_of); },
+     [](const V& x) { return V{vector_sht(x[0], sample_spec_by_grid_shape(x[0]))}; }},
+    {"ivector_sht", [](RandomKey k) { return samples(k, DType::c128, true, lmax_of, mmax_of); },
+     [](const V& x) { return V{ivector_sht(x[0], sample_spec_by_coeff_shape(x[0]))}; }},
+    {"vorticity_divergence", [](RandomKey k) { return samples(k, DType::f64, true, nlat_of, nlon_of); },
+     [](const V& x) { return V{vorticity_divergence(x[0], sample_spec_by_grid_shape(x[0]), 2.0)}; }},
+    {"winds_from_vorticity_divergence", [](RandomKey k) { return samples(k, DType::c128, true, lmax_of, mmax_of); },
+     [](const V& x) { return V{winds_from_vorticity_divergence(x[0], sample_spec_by_coeff_shape(x[0]), 2.0)}; }},
+    {"spectral_laplacian", [](RandomKey k) { return samples(k, DType::c128, false, lmax_of, mmax_of); },
+     [](const V& x) { return V{spectral_laplacian(x[0], 2.0)}; }},
+    {"inverse_spectral_laplacian", [](RandomKey k) { return samples(k, DType::c128, false, lmax_of, mmax_of); },
+     [](const V& x) { return V{inverse_spectral_laplacian(x[0], 2.0)}; }},
+    {"spectral_gradient", [](RandomKey k) { return samples(k, DType::c128, false, lmax_of, mmax_of); },
+     [](const V& x) { return V{spectral_gradient(x[0], sample_spec_by_coeff_shape(x[0]), 2.0)}; }},
+};
+
+}  // namespace
+}  // namespace gs::sphere

@@ -1,0 +1,181 @@
+// `gradsphere bench sht [--quick] [--csv FILE]`: forward (sht) and inverse (isht) spherical
+// harmonic transforms, f32 and f64, on equiangular and legendre-gauss grids, each with
+// torch-harmonics' default truncation (make_sht_spec). Per case:
+//   build      the two Legendre tables (analysis + synthesis), built once, excluded from timings
+//   ms/call    median wall time of one call on the whole batch (tools/bench/timing.h)
+//   ms/field   ms/call / batch
+//   GFLOP/s    effective rate of the Legendre contraction, counted as the dense, non-symmetric
+//              complex-by-real contraction: flops = 2 * 2 * batch * sum_{m<mmax} (lmax - m) * nlat
+//              (the kernel does about half of that through the equatorial symmetry, and the
+//              longitude FFT is in the time but not in the count)
+//   % sgemm    that rate against a 1024^3 Eigen sgemm measured in the same run (same threads)
+//   peak MB    allocator high-water mark during the timed calls (reset after warm-up; it includes
+//              the cached tables, the input and the outputs)
+//   table MB   bytes of the Legendre table the direction uses (sht_table_bytes)
+// The side-by-side comparison with SHTns/ducc0 and torch-harmonics is tools/compare_sht.py.
+#include <Eigen/Dense>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fmt/core.h>
+#include <omp.h>
+#include <string>
+#include <vector>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/error.h"
+#include "engine/factory.h"
+#include "engine/storage.h"
+#include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/sht.h"
+#include "tools/bench/benches.h"
+#include "tools/bench/timing.h"
+
+namespace gs::tools {
+namespace {
+
+using sphere::GridKind;
+
+struct Case {
+  GridKind grid;
+  int64_t nlat, nlon, batch;
+};
+
+struct Result {
+  std::string grid, dir, dtype;
+  int64_t nlat = 0, nlon = 0, lmax = 0, mmax = 0, batch = 0;
+  double build_ms = 0, ms_call = 0, ms_field = 0, gflops = 0, pct_sgemm = 0;
+  double peak_mb = 0, table_mb = 0;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A 1024^3 sgemm through Eigen directly: the machine's GEMM rate with the same threads.
+double eigen_sgemm_gflops(int64_t n) {
+  using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  M a = M::Random(n, n), b = M::Random(n, n), c(n, n);
+  double s = median_seconds([&] { c.noalias() = a * b; }, 7);
+  return 2.0 * n * n * n / s / 1e9;
+}
+
+// Repeats so that the timed runs take about `budget` seconds, within [lo, hi].
+int repeats_for(double one_call, double budget, int lo, int hi) {
+  int r = one_call > 0 ? static_cast<int>(budget / one_call) : hi;
+  r = std::clamp(r, lo, hi);
+  return r | 1;  // odd: the median is one run
+}
+
+std::vector<Result> run_case(const Case& c, DType dtype, double sgemm, bool quick) {
+  NoGradGuard ng;
+  sphere::clear_legendre_cache();
+  const sphere::ShtSpec spec = sphere::make_sht_spec(c.grid, c.nlat, c.nlon);
+  Allocator& alloc = allocator_for(DeviceType::cpu);
+
+  // Table builds, timed on their own (sht_table_bytes builds a table that is not cached yet).
+  auto t0 = std::chrono::steady_clock::now();
+  const size_t ana_bytes = sphere::sht_table_bytes(spec, dtype, true);
+  const double ana_build = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  const size_t syn_bytes = sphere::sht_table_bytes(spec, dtype, false);
+  const double syn_build = seconds_since(t0);
+
+  Tensor x = randn({c.batch, c.nlat, c.nlon}, {42, 7}, dtype);
+  // Warm-up (FFTW plans, workspaces), also the estimate of one call.
+  t0 = std::chrono::steady_clock::now();
+  Tensor a = sphere::sht(x, spec);
+  const double fwd_once = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  Tensor y = sphere::isht(a, spec);
+  const double inv_once = seconds_since(t0);
+
+  double sum_l = 0;
+  for (int64_t m = 0; m < spec.mmax; ++m) sum_l += static_cast<double>(std::max<int64_t>(0, spec.lmax - m));
+  const double flops = 2.0 * 2.0 * static_cast<double>(c.batch) * sum_l * static_cast<double>(c.nlat);
+
+  std::vector<Result> out;
+  for (int dir = 0; dir < 2; ++dir) {
+    const bool fwd = dir == 0;
+    const double once = fwd ? fwd_once : inv_once;
+    const int reps = quick ? 3 : repeats_for(once, 1.5, 5, 41);
+    alloc.reset_peak();
+    double s = fwd ? median_seconds([&] { Tensor r = sphere::sht(x, spec); }, reps)
+                   : median_seconds([&] { Tensor r = sphere::isht(a, spec); }, reps);
+    Result r;
+    r.grid = std::string(sphere::grid_name(c.grid));
+    r.dir = fwd ? "sht" : "isht";
+    r.dtype = std::string(dtype_name(dtype));
+    r.nlat = c.nlat, r.nlon = c.nlon, r.lmax = spec.lmax, r.mmax = spec.mmax, r.batch = c.batch;
+    r.build_ms = 1e3 * (fwd ? ana_build : syn_build);
+    r.ms_call = 1e3 * s;
+    r.ms_field = r.ms_call / static_cast<double>(c.batch);
+    r.gflops = flops / s / 1e9;
+    r.pct_sgemm = 100.0 * r.gflops / sgemm;
+    r.peak_mb = static_cast<double>(alloc.peak_bytes()) / 1e6;
+    r.table_mb = static_cast<double>(fwd ? ana_bytes : syn_bytes) / 1e6;
+    out.push_back(r);
+  }
+  sphere::clear_legendre_cache();
+  return out;
+}
+
+}  // namespace
+
+int bench_sht(const BenchOptions& opt) {
+  const int threads = omp_get_max_threads();
+  fmt::print("gradsphere bench sht  ({} threads{})\n", threads, opt.quick ? ", quick" : "");
+  fmt::print("GFLOP/s = 2*2*batch*sum_{{m<mmax}}(lmax-m)*nlat / time (dense, non-symmetric Legendre "
+             "contraction; FFT time included, not counted)\n");
+  const double sgemm = eigen_sgemm_gflops(opt.quick ? 256 : 1024);
+  fmt::print("Eigen sgemm {}^3, same run, {} threads: {:.1f} GFLOP/s\n", opt.quick ? 256 : 1024, threads, sgemm);
+  fmt::print("peak MB: allocator high-water mark during the timed calls (tables + input + outputs); "
+             "table MB: the table of that direction; build: that table's build, untimed elsewhere\n\n");
+
+  std::vector<Case> cases;
+  if (opt.quick) {
+    cases = {{GridKind::legendre_gauss, 16, 32, 4}};
+  } else {
+    cases = {{GridKind::equiangular, 64, 128, 64},     {GridKind::equiangular, 181, 360, 16},
+             {GridKind::equiangular, 361, 720, 4},     {GridKind::equiangular, 721, 1440, 1},
+             {GridKind::legendre_gauss, 64, 128, 64},  {GridKind::legendre_gauss, 180, 360, 16},
+             {GridKind::legendre_gauss, 360, 720, 4},  {GridKind::legendre_gauss, 720, 1440, 1}};
+  }
+  const std::vector<DType> dtypes = {DType::f32, DType::f64};
+
+  fmt::print("| {:<14} | {:>11} | {:>9} | {:>5} | {:<4} | {:<3} | {:>9} | {:>9} | {:>9} | {:>8} | {:>7} | "
+             "{:>8} | {:>8} |\n",
+             "grid", "nlat x nlon", "lmax,mmax", "batch", "dir", "dt", "build ms", "ms/call", "ms/field",
+             "GFLOP/s", "% sgemm", "peak MB", "table MB");
+  fmt::print("|{:-<16}|{:->13}|{:->11}|{:->7}|{:-<6}|{:-<5}|{:->11}|{:->11}|{:->11}|{:->10}|{:->9}|{:->10}|{:->10}|\n",
+             "", ":", ":", ":", "", "", ":", ":", ":", ":", ":", ":", ":");
+  std::vector<Result> all;
+  for (const auto& c : cases) {
+    for (DType dt : dtypes) {
+      for (const Result& r : run_case(c, dt, sgemm, opt.quick)) {
+        fmt::print("| {:<14} | {:>11} | {:>9} | {:>5} | {:<4} | {:<3} | {:>9.1f} | {:>9.3f} | {:>9.4f} | {:>8.1f} | "
+                   "{:>7.0f} | {:>8.2f} | {:>8.2f} |\n",
+                   r.grid, fmt::format("{}x{}", r.nlat, r.nlon), fmt::format("{},{}", r.lmax, r.mmax), r.batch,
+                   r.dir, r.dtype, r.build_ms, r.ms_call, r.ms_field, r.gflops, r.pct_sgemm, r.peak_mb, r.table_mb);
+        std::fflush(stdout);
+        all.push_back(r);
+      }
+    }
+  }
+
+  if (!opt.csv.empty()) {
+    std::FILE* f = std::fopen(opt.csv.c_str(), "w");
+    if (!f) fail("bench sht: cannot open '{}' for writing", opt.csv);
+    fmt::print(f, "grid,nlat,nlon,lmax,mmax,batch,dir,dtype,threads,build_ms,ms_call,ms_field,gflops,"
+                  "sgemm_gflops,peak_mb,table_mb\n");
+    for (const auto& r : all)
+      fmt::print(f, "{},{},{},{},{},{},{},{},{},{:.3f},{:.6f},{:.6f},{:.3f},{:.3f},{:.3f},{:.3f}\n", r.grid, r.nlat,
+                 r.nlon, r.lmax, r.mmax, r.batch, r.dir, r.dtype, threads, r.build_ms, r.ms_call, r.ms_field, r.gflops,
+                 sgemm, r.peak_mb, r.table_mb);
+    std::fclose(f);
+    fmt::print("\nwrote {}\n", opt.csv);
+  }
+  return 0;
+}
+
+}  // namespace gs::tools
