@@ -230,6 +230,7 @@ TEST_CASE("version counter: a non-leaf changed behind autograd's back cannot be 
   // A recorded in-place op on it is refused as well.
   msg = error_of([&] { scale_(h, 2.0); });
   CHECK(has(msg, "was modified in place outside autograd's record before this op (version 0 -> 1)"));
+  CHECK(h.version() == 1);  // refused before writing
   // Reading it under no_grad is still fine (no history is built on it).
   NoGradGuard ng;
   CHECK(mul(h, 1.0).numel() == 2);
