@@ -7,6 +7,7 @@
 #               They are remembered in $BUILD_DIR/.gs-setup-args; when they change, the build
 #               directory is deleted and configured afresh with exactly them (Meson keeps options
 #               across --reconfigure and --wipe, so dropping an argument would otherwise not undo it).
+#   BUILD_TARGETS  ninja targets to build, word-split (default: all)
 #   GS_SKIP_APT=1  skip the package check (for machines that are not Debian).
 set -euo pipefail
 
@@ -76,6 +77,7 @@ else
 fi
 
 # Step 3: build.
-log "build: ninja -C $build_dir"
-ninja -C "$build_dir"
+read -r -a targets <<< "${BUILD_TARGETS:-}"
+log "build: ninja -C $build_dir ${targets[*]}"
+ninja -C "$build_dir" "${targets[@]}"
 log "done: $build_dir is built"
