@@ -247,6 +247,8 @@ TEST_CASE("autograd: create_graph gives differentiable gradients") {
     Tensor g2 = grad({g1}, {x}, {}, {.create_graph = true})[0];
     check_values(g2, {48});  // 12x^2
     check_values(grad({g2}, {x})[0], {48});  // 24x
+    // x -> .grad -> its graph -> saved x is a reference cycle (as in PyTorch): break it.
+    x.set_grad(Tensor());
   }
   SUBCASE("a gradient penalty trains the weights through the input gradient") {
     // D(x) = sum(w x^2); grad_x D = 2 w x; P = |grad_x D|^2 = 4 sum(w^2 x^2).
@@ -349,6 +351,8 @@ TEST_CASE("autograd: a stored gradient never shares storage with another tensor"
   add(y, x).backward({}, false, true);  // dx = w + 1, dw = x
   REQUIRE(x.grad().requires_grad());
   check_values(grad({x.grad()}, {w}, {}, {.allow_unused = true})[0], {1});
+  x.set_grad(Tensor());  // break the leaf -> .grad -> graph -> leaf cycles
+  w.set_grad(Tensor());
 }
 
 TEST_CASE("autograd: long graphs are destroyed without deep recursion") {
