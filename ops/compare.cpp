@@ -21,8 +21,9 @@ Tensor compare(const Tensor& a, const Tensor& b, const char* op, bool ordered, F
     if constexpr (is_complex_v<T> || std::is_same_v<T, bool>) {
       GS_CHECK(!ordered, "{}: ordering comparisons need a real dtype (f32, f64, i64), got {}", op,
                dtype_name(a.dtype()));
-      kernels::binary_loop<bool, T, T>(out, a, b, [](T x, T y) { return x == y; });
-      if (std::string_view(op) == "ne") kernels::binary_loop<bool, T, T>(out, a, b, [](T x, T y) { return x != y; });
+      // Only eq and ne get here; `f` cannot be instantiated for these types when it orders.
+      const bool negate = std::string_view(op) == "ne";
+      kernels::binary_loop<bool, T, T>(out, a, b, [negate](T x, T y) { return (x == y) != negate; });
     } else {
       kernels::binary_loop<bool, T, T>(out, a, b, f);
     }

@@ -90,11 +90,6 @@ std::string Node::describe() const {
   return s + ")";
 }
 
-std::shared_ptr<Node> SavedTensor::take_sole_grad_fn() {
-  if (!data_.defined() || data_.impl_ptr().use_count() != 1 || !data_.impl()->autograd) return nullptr;
-  return std::move(data_.impl()->autograd->grad_fn);
-}
-
 Node::~Node() {
   // Children whose last owner is this node are queued and destroyed by the outermost destructor
   // in a loop, instead of recursively.

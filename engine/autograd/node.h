@@ -43,8 +43,6 @@ class SavedTensor {
   uint64_t saved_version() const { return saved_version_; }
   const std::string& role() const { return role_; }
   const Tensor& peek() const { return data_; }  // for DOT export; no checks
-  // Moves out the grad_fn of the saved tensor if nothing else holds it (iterative graph release).
-  std::shared_ptr<Node> take_sole_grad_fn();
 
  private:
   Tensor data_;
