@@ -1,0 +1,225 @@
+#include "models/module.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/error.h"
+#include "engine/factory.h"
+#include "ops/elementwise.h"
+#include "ops/inplace.h"
+#include "ops/view.h"
+
+namespace gs::models {
+
+std::string Distribution::str() const {
+  if (!sharded) return "replicated";
+  return fmt::format("sharded dim {} over {}", dim, axis == GridAxis::h ? "h" : "w");
+}
+
+void Module::check_new_name(const std::string& name) const {
+  GS_CHECK(!name.empty() && name.find('.') == std::string::npos,
+           "{}: a parameter, buffer or sub-module name must be non-empty and contain no '.', got '{}'", type_name_,
+           name);
+  auto taken = [&](const std::string& n) {
+    for (auto& p : params_)
+      if (p.name == n) return true;
+    for (auto& b : buffers_)
+      if (b.name == n) return true;
+    for (auto& c : children_)
+      if (c.first == n) return true;
+    return false;
+  };
+  GS_CHECK(!taken(name), "{}: the name '{}' is already registered", type_name_, name);
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor value, Distribution d) {
+  check_new_name(name);
+  GS_CHECK(value.defined(), "{}: parameter '{}' is undefined", type_name_, name);
+  GS_CHECK(is_floating(value.dtype()) || is_complex(value.dtype()),
+           "{}: parameter '{}' must be floating or complex, got {}", type_name_, name, dtype_name(value.dtype()));
+  if (d.sharded)
+    GS_CHECK(d.dim >= 0 && d.dim < value.dim(), "{}: parameter '{}' is sharded along dim {} but has {} dims",
+             type_name_, name, d.dim, value.dim());
+  // A fresh leaf that owns its storage, so no caller-side alias can write into it.
+  Tensor leaf = contiguous_copy(value.detach(), /*force_copy=*/true);
+  leaf.set_requires_grad(true);
+  leaf.set_name(name);
+  params_.push_back({name, leaf, d});
+  return leaf;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor value, BufferKind kind) {
+  check_new_name(name);
+  GS_CHECK(value.defined(), "{}: buffer '{}' is undefined", type_name_, name);
+  Tensor buf = contiguous_copy(value.detach(), /*force_copy=*/true);
+  buf.set_name(name);
+  if (kind == BufferKind::constant)
+    buf.storage()->set_read_only(fmt::format("{} buffer '{}' is constant (registered as BufferKind::constant)",
+                                             type_name_, name));
+  buffers_.push_back({name, buf, kind});
+  return buf;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
+  check_new_name(name);
+  GS_CHECK(m != nullptr, "{}: sub-module '{}' is null", type_name_, name);
+  children_.emplace_back(name, std::move(m));
+}
+
+std::vector<NamedParameter> Module::named_parameters() const {
+  std::vector<NamedParameter> out = params_;
+  for (auto& [cname, child] : children_)
+    for (auto& p : child->named_parameters()) out.push_back({cname + "." + p.name, p.tensor, p.distribution});
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& p : named_parameters()) out.push_back(p.tensor);
+  return out;
+}
+
+std::vector<NamedBuffer> Module::named_buffers() const {
+  std::vector<NamedBuffer> out = buffers_;
+  for (auto& [cname, child] : children_)
+    for (auto& b : child->named_buffers()) out.push_back({cname + "." + b.name, b.tensor, b.kind});
+  return out;
+}
+
+int64_t Module::num_parameters(bool complex_as_two) const {
+  int64_t n = 0;
+  for (auto& p : named_parameters()) n += p.tensor.numel() * (complex_as_two && is_complex(p.tensor.dtype()) ? 2 : 1);
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  on_mode_changed();
+  for (auto& c : children_) c.second->train(on);
+}
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  for (auto& p : named_parameters()) out[p.name] = p.tensor.detach();
+  for (auto& b : named_buffers())
+    if (b.kind == BufferKind::mutable_state) out[b.name] = b.tensor.detach();
+  return out;
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  std::vector<std::pair<std::string, Tensor>> targets;
+  for (auto& p : named_parameters()) targets.emplace_back(p.name, p.tensor);
+  for (auto& b : named_buffers())
+    if (b.kind == BufferKind::mutable_state) targets.emplace_back(b.name, b.tensor);
+
+  std::vector<std::string> missing, unexpected;
+  for (auto& [name, t] : targets)
+    if (!state.count(name)) missing.push_back(name);
+  for (auto& [name, t] : state) {
+    bool known = false;
+    for (auto& tg : targets) known = known || tg.first == name;
+    if (!known) unexpected.push_back(name);
+  }
+  if (strict)
+    GS_CHECK(missing.empty() && unexpected.empty(),
+             "{}: load_state_dict(strict): missing keys [{}], unexpected keys [{}]", type_name_,
+             fmt::join(missing, ", "), fmt::join(unexpected, ", "));
+  // Validate everything before writing anything, so a bad state dict leaves the model untouched.
+  for (auto& [name, t] : targets) {
+    auto it = state.find(name);
+    if (it == state.end()) continue;
+    const Tensor& src = it->second;
+    GS_CHECK(src.defined() && src.sizes() == t.sizes() && src.dtype() == t.dtype(),
+             "{}: load_state_dict: '{}' expects {} but the state dict holds {}", type_name_, name, t.meta_str(),
+             src.defined() ? src.meta_str() : std::string("an undefined tensor"));
+  }
+  NoGradGuard no_grad;
+  for (auto& [name, t] : targets) {
+    auto it = state.find(name);
+    if (it == state.end()) continue;
+    Tensor dst = t;
+    copy_(dst, it->second);
+  }
+}
+
+void Module::zero_grad() {
+  for (auto& p : named_parameters()) p.tensor.set_grad(Tensor{});
+}
+
+std::string Module::summary() const {
+  std::string s;
+  for (auto& p : named_parameters())
+    s += fmt::format("  {:<48} {:<28} {}\n", p.name, p.tensor.meta_str(), p.distribution.str());
+  s += fmt::format("  {} parameters ({} real degrees of freedom)\n", num_parameters(), num_parameters(true));
+  return s;
+}
+
+// ---- initialisers
+
+RandomKey param_key(uint64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ULL;
+  return RandomKey{seed, h};
+}
+
+Tensor init_normal(const Shape& sizes, double std, RandomKey key, DType dtype) {
+  GS_CHECK(std >= 0, "init_normal: std must be >= 0, got {}", std);
+  NoGradGuard no_grad;
+  return mul(randn(sizes, key, dtype), std);
+}
+
+Tensor init_uniform(const Shape& sizes, double lo, double hi, RandomKey key, DType dtype) {
+  GS_CHECK(hi >= lo, "init_uniform: expected lo <= hi, got [{}, {})", lo, hi);
+  NoGradGuard no_grad;
+  return add(mul(rand(sizes, key, dtype), hi - lo), lo);
+}
+
+namespace {
+double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+// Inverse of normal_cdf on (0, 1): bisection to bracket, then Newton steps (init only, f64).
+double normal_quantile(double p) {
+  double lo = -40, hi = 40, x = 0;
+  for (int i = 0; i < 80; ++i) {
+    x = 0.5 * (lo + hi);
+    (normal_cdf(x) < p ? lo : hi) = x;
+  }
+  for (int i = 0; i < 3; ++i) {
+    double pdf = std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+    if (pdf < 1e-300) break;
+    x -= (normal_cdf(x) - p) / pdf;
+  }
+  return x;
+}
+}  // namespace
+
+Tensor init_trunc_normal(const Shape& sizes, double mean, double std, double a, double b, RandomKey key,
+                         DType dtype) {
+  GS_CHECK(std > 0 && a < b, "init_trunc_normal: expected std > 0 and a < b, got std {}, [a, b] = [{}, {}]", std, a, b);
+  GS_CHECK(is_floating(dtype), "init_trunc_normal: expected a real dtype, got {}", dtype_name(dtype));
+  // Rejection from a few normal candidates per element (the usual case: [a, b] holds most of the
+  // mass); an element whose candidates all fall outside is drawn by inverting the CDF instead.
+  constexpr int64_t kTries = 8;
+  Tensor out = empty(sizes, DType::f64);
+  const int64_t n = out.numel();
+  Tensor cand = randn({kTries, n}, key, DType::f64);
+  Tensor u = rand({n}, RandomKey{key.seed, key.stream ^ 0x7472756e63ULL}, DType::f64);
+  const double* c = cand.data<double>();
+  const double* ud = u.data<double>();
+  double* d = out.data<double>();
+  const double ca = normal_cdf((a - mean) / std), cb = normal_cdf((b - mean) / std);
+  for (int64_t i = 0; i < n; ++i) {
+    bool done = false;
+    for (int64_t k = 0; k < kTries && !done; ++k) {
+      double x = mean + std * c[k * n + i];
+      if (x >= a && x <= b) d[i] = x, done = true;
+    }
+    if (done) continue;
+    double p = std::min(std::max(ca + (cb - ca) * ud[i], 1e-300), 1.0 - 1e-16);
+    d[i] = std::min(std::max(mean + std * normal_quantile(p), a), b);
+  }
+  return dtype == DType::f64 ? out : cast_copy(out, dtype);
+}
+
+}  // namespace gs::models

@@ -1,0 +1,131 @@
+// Modules: named parameters, buffers and sub-modules, train / eval mode and the state dict.
+// A parameter carries its distribution (replicated over the spatial group, or sharded along one dim
+// over a grid axis) so the distributed gradient reducer knows which groups to sum over. Buffers are
+// constant (never written after construction: stored read-only, so a stray in-place write, such as
+// a broadcast into a Legendre table, throws instead of corrupting saved tensors) or mutable
+// (running statistics, synchronised only at step boundaries).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/random.h"
+#include "engine/tensor.h"
+
+namespace gs::models {
+
+// Which process-grid axis splits a sharded parameter: h (latitude / degree l) or w (longitude / order m).
+enum class GridAxis { h, w };
+
+struct Distribution {
+  bool sharded = false;
+  int64_t dim = -1;  // the tensor dim that is split, when sharded
+  GridAxis axis = GridAxis::h;
+
+  static Distribution replicated() { return {}; }
+  static Distribution sharded_along(int64_t dim, GridAxis axis) { return {true, dim, axis}; }
+  std::string str() const;  // "replicated" or "sharded dim 2 over h"
+};
+
+enum class BufferKind { constant, mutable_state };
+
+struct NamedParameter {
+  std::string name;  // dotted path: "blocks.0.filter.weight"
+  Tensor tensor;
+  Distribution distribution;
+};
+struct NamedBuffer {
+  std::string name;
+  Tensor tensor;
+  BufferKind kind;
+};
+
+// name -> tensor; ordered by name (the order safetensors files use).
+using StateDict = std::map<std::string, Tensor>;
+
+class Module {
+ public:
+  explicit Module(std::string type_name) : type_name_(std::move(type_name)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  const std::string& type_name() const { return type_name_; }
+
+  // Depth-first in registration order; names are dotted paths from this module.
+  std::vector<NamedParameter> named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  std::vector<NamedBuffer> named_buffers() const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  // Elements over all parameters; a complex element counts once (torch's numel) unless
+  // `complex_as_two` (real degrees of freedom).
+  int64_t num_parameters(bool complex_as_two = false) const;
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Parameters and mutable buffers (constant buffers are rebuilt from the configuration).
+  StateDict state_dict() const;
+  // Copies values in place under no_grad (versions bump; handles held by the model stay valid).
+  // Shapes and dtypes must match. strict: a missing or an unexpected key is an error that lists them.
+  void load_state_dict(const StateDict& state, bool strict = true);
+  // Drops every parameter's .grad.
+  void zero_grad();
+
+  // One-line-per-parameter summary: name, shape, dtype, distribution; and the total.
+  std::string summary() const;
+
+ protected:
+  // Makes `value` a leaf that requires grad and returns the handle the module keeps.
+  Tensor register_parameter(const std::string& name, Tensor value, Distribution d = Distribution::replicated());
+  // constant buffers become read-only.
+  Tensor register_buffer(const std::string& name, Tensor value, BufferKind kind = BufferKind::constant);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    add_child(name, m);
+    return m;
+  }
+  // Called after train() changes the mode of this module (children are visited by train()).
+  virtual void on_mode_changed() {}
+
+ private:
+  void add_child(const std::string& name, std::shared_ptr<Module> m);
+  void check_new_name(const std::string& name) const;
+
+  std::string type_name_;
+  bool training_ = true;
+  std::vector<NamedParameter> params_;
+  std::vector<NamedBuffer> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+// What a forward pass may need besides its input. A noise-conditioned model keys its noise by
+// `noise_key`, so a resumed run draws exactly the noise an uninterrupted one would have.
+struct ForwardContext {
+  RandomKey noise_key{};
+  Tensor labels;  // (B, n_labels), optional
+};
+
+// A network the stepper can drive: (B, Cin, H, W) -> (B, Cout, H, W).
+class Model : public Module {
+ public:
+  using Module::Module;
+  virtual Tensor forward(const Tensor& x, const ForwardContext& ctx = {}) = 0;
+};
+
+// ---- initialisers: fresh tensors (no history) from the counter-based generator. Keys derived from
+// a parameter's name make initial weights independent of construction order and equal on every rank.
+RandomKey param_key(uint64_t seed, const std::string& name);
+// Normal(0, std); complex dtypes: real and imaginary parts each with variance std^2 / 2 (so E|z|^2 = std^2).
+Tensor init_normal(const Shape& sizes, double std, RandomKey key, DType dtype);
+// Uniform on [lo, hi).
+Tensor init_uniform(const Shape& sizes, double lo, double hi, RandomKey key, DType dtype);
+// torch.nn.init.trunc_normal_(mean, std, a, b): normal(mean, std) restricted to [a, b] (absolute bounds,
+// as torch), drawn by inverting the normal CDF.
+Tensor init_trunc_normal(const Shape& sizes, double mean, double std, double a, double b, RandomKey key, DType dtype);
+
+}  // namespace gs::models
