@@ -1,1 +1,581 @@
-// (being written)
+#include "models/layers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <cstring>
+#include <type_traits>
+#include <numbers>
+
+#include <fmt/format.h>
+
+#include "engine/autograd/custom_function.h"
+#include "engine/autograd/grad_mode.h"
+#include "engine/error.h"
+#include "engine/factory.h"
+#include "ops/complex_ops.h"
+#include "ops/elementwise.h"
+#include "ops/linalg.h"
+#include "ops/reduce.h"
+#include "ops/sphere/sfno_blocks.h"
+#include "ops/view.h"
+
+namespace gs::models {
+
+// ---- initialisation
+
+Init Init::torch_default(int64_t fan_in) {
+  GS_CHECK(fan_in > 0, "Init::torch_default: expected fan_in > 0, got {}", fan_in);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  return uniform(-bound, bound);
+}
+
+Tensor Init::make(const Shape& sizes, RandomKey key, DType dtype) const {
+  GS_CHECK(kind == Kind::normal || !is_complex(dtype), "Init: only normal initialisation draws complex values, got {}",
+           dtype_name(dtype));
+  switch (kind) {
+    case Kind::constant: return full(sizes, p0, dtype);
+    case Kind::normal: return init_normal(sizes, p0, key, dtype);
+    case Kind::trunc_normal: return init_trunc_normal(sizes, 0.0, p0, p1, p2, key, dtype);
+    case Kind::uniform: return init_uniform(sizes, p0, p1, key, dtype);
+  }
+  fail("Init: unknown kind");
+}
+
+Tensor InitContext::make(const std::string& name, const Shape& sizes, const Init& init) const {
+  return make(name, sizes, init, dtype);
+}
+Tensor InitContext::make(const std::string& name, const Shape& sizes, const Init& init, DType dt) const {
+  return init.make(sizes, param_key(seed, prefix + name), dt);
+}
+
+// ---- parameter substitution
+
+namespace {
+thread_local const ParameterSubstitution* t_substitution = nullptr;
+}
+
+ParameterSubstitution::ParameterSubstitution(const Module& module, const std::map<std::string, Tensor>& by_name)
+    : previous_(t_substitution) {
+  auto params = module.named_parameters();
+  for (const auto& [name, t] : by_name) {
+    const NamedParameter* p = nullptr;
+    for (const auto& np : params)
+      if (np.name == name) p = &np;
+    GS_CHECK(p != nullptr, "ParameterSubstitution: {} has no parameter '{}'", module.type_name(), name);
+    GS_CHECK(t.defined() && t.sizes() == p->tensor.sizes() && t.dtype() == p->tensor.dtype(),
+             "ParameterSubstitution: '{}' is {}, the substitute is {}", name, p->tensor.meta_str(),
+             t.defined() ? t.meta_str() : std::string("an undefined tensor"));
+    entries_.emplace_back(p->tensor.impl(), t);
+  }
+  t_substitution = this;
+}
+
+ParameterSubstitution::~ParameterSubstitution() { t_substitution = previous_; }
+
+const Tensor& use_param(const Tensor& p) {
+  for (const ParameterSubstitution* s = t_substitution; s != nullptr; s = s->previous_)
+    for (const auto& [impl, t] : s->entries_)
+      if (impl == p.impl()) return t;
+  return p;
+}
+
+// ---- activations
+
+Activation parse_activation(std::string_view name) {
+  if (name == "gelu") return Activation::gelu;
+  if (name == "relu") return Activation::relu;
+  if (name == "silu") return Activation::silu;
+  if (name == "identity") return Activation::identity;
+  fail("unknown activation_function '{}'; expected one of gelu, relu, silu, identity", name);
+}
+
+std::string_view activation_name(Activation a) {
+  switch (a) {
+    case Activation::gelu: return "gelu";
+    case Activation::relu: return "relu";
+    case Activation::silu: return "silu";
+    case Activation::identity: return "identity";
+  }
+  return "?";
+}
+
+namespace {
+
+// exp(x) for x <= 0 in float (Cephes' expf: x = n ln2 + r, |r| <= ln2 / 2, degree-6 polynomial),
+// written without calls or branches so the loops below vectorise. Arguments below -87 give exp(-87).
+inline float exp_nonpositive(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  // n = round(x / ln2) by the 1.5 * 2^23 trick (round to nearest; std::floor would block
+  // vectorisation without -fno-math-errno).
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+// Phi(x) = (1 + erf(x / sqrt 2)) / 2 and phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+struct NormalF {
+  float cdf, pdf;
+};
+inline NormalF normal_f32(float x) {
+  const float z = std::fabs(x) * 0.70710678118654752f;
+  const float t = 1.0f / (1.0f + 0.3275911f * z);
+  const float e = exp_nonpositive(-z * z);
+  const float poly = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f) * t;
+  const float erf_abs = 1.0f - poly * e;
+  const float erf = x < 0 ? -erf_abs : erf_abs;
+  return {0.5f * (1.0f + erf), e * 0.39894228040143268f};
+}
+
+// The fused GELU over `planes` contiguous rows of `n` values; row r belongs to channel
+// r % channels and reads bias[channel] when a bias is given. Forward (grad null):
+// out = gelu(x + bias). Backward: out = grad * gelu'(x + bias), and row_sums[r] = sum of that row
+// (for the bias gradient) when row_sums is given.
+template <typename T>
+void gelu_rows(const T* x, const T* bias, const T* grad, T* out, double* row_sums, int64_t planes, int64_t n,
+               int64_t channels) {
+  const bool parallel = planes * n >= (1 << 15) && planes > 1;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t r = 0; r < planes; ++r) {
+    const T b = bias ? bias[r % channels] : T(0);
+    const T* xr = x + r * n;
+    T* o = out + r * n;
+    if constexpr (std::is_same_v<T, float>) {
+      if (grad == nullptr) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) {
+          const float v = xr[i] + b;
+          o[i] = v * normal_f32(v).cdf;
+        }
+      } else {
+        const float* gr = grad + r * n;
+        float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t i = 0; i < n; ++i) {
+          const float v = xr[i] + b;
+          const NormalF nf = normal_f32(v);
+          o[i] = gr[i] * (nf.cdf + v * nf.pdf);
+          acc += o[i];
+        }
+        if (row_sums) row_sums[r] = acc;
+      }
+    } else {
+      double acc = 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = xr[i] + b;
+        const double cdf = 0.5 * (1.0 + std::erf(v * 0.70710678118654752));
+        if (grad == nullptr) {
+          o[i] = v * cdf;
+        } else {
+          const double pdf = std::exp(-0.5 * v * v) * 0.39894228040143268;
+          o[i] = grad[r * n + i] * (cdf + v * pdf);
+          acc += o[i];
+        }
+      }
+      if (row_sums) row_sums[r] = acc;
+    }
+  }
+}
+
+// x contiguous; bias (C) with x (B, C, ...) or undefined; grad undefined (forward) or like x.
+// Returns the output and, in backward with a bias, the bias gradient.
+std::pair<Tensor, Tensor> run_gelu(const Tensor& x, const Tensor& bias, const Tensor& grad) {
+  Tensor xc = contiguous(x), gc = grad.defined() ? contiguous(grad) : Tensor();
+  Tensor bc = bias.defined() ? contiguous(bias) : Tensor();
+  const int64_t C = bias.defined() ? x.size(1) : 1;
+  const int64_t n = bias.defined() ? x.numel() / (x.size(0) * C) : std::min<int64_t>(x.numel(), 4096);
+  const int64_t planes = n > 0 ? x.numel() / n : 0;
+  const int64_t tail = x.numel() - planes * n;  // only without bias: a last, shorter row
+  Tensor out = empty(x.sizes(), x.dtype());
+  const bool want_sums = grad.defined() && bias.defined();
+  std::vector<double> sums(want_sums ? static_cast<size_t>(planes) : 0);
+  auto run = [&]<typename T>() {
+    const T* b = bc.defined() ? bc.data<T>() : nullptr;
+    const T* g = gc.defined() ? gc.data<T>() : nullptr;
+    gelu_rows<T>(xc.data<T>(), b, g, out.data<T>(), want_sums ? sums.data() : nullptr, planes, n, C);
+    if (tail > 0)
+      gelu_rows<T>(xc.data<T>() + planes * n, nullptr, g ? g + planes * n : nullptr, out.data<T>() + planes * n, nullptr,
+                   1, tail, 1);
+  };
+  if (x.dtype() == DType::f32) run.template operator()<float>();
+  else run.template operator()<double>();
+  Tensor gbias;
+  if (want_sums) {
+    std::vector<double> per_channel(static_cast<size_t>(C), 0.0);
+    for (int64_t r = 0; r < planes; ++r) per_channel[static_cast<size_t>(r % C)] += sums[static_cast<size_t>(r)];
+    gbias = cast_copy(from_vector(per_channel, {C}), x.dtype());
+  }
+  return {out, gbias};
+}
+
+// inputs {x} or {x, bias}
+struct FusedGelu {
+  static std::vector<Tensor> forward(FunctionCtx& ctx, const std::vector<Tensor>& in) {
+    ctx.save_for_backward(in);
+    return {run_gelu(in[0], in.size() > 1 ? in[1] : Tensor(), Tensor()).first};
+  }
+  static std::vector<Tensor> backward(FunctionCtx& ctx, const std::vector<Tensor>& g) {
+    const std::vector<Tensor> saved = ctx.saved_tensors();
+    const Tensor& x = saved[0];
+    const Tensor bias = saved.size() > 1 ? saved[1] : Tensor();
+    if (!GradMode::enabled()) {
+      auto [gx, gb] = run_gelu(x, bias, g[0]);
+      if (!bias.defined()) return {gx};
+      return {gx, gb};
+    }
+    // create_graph: Phi(v) + v phi(v) in differentiable ops, v = x + bias.
+    Shape bshape(static_cast<size_t>(x.dim()), 1);
+    if (bias.defined()) bshape[1] = x.size(1);
+    const Tensor v = bias.defined() ? add(x, reshape(bias, bshape)) : x;
+    Tensor cdf = mul(add(erf(mul(v, 0.70710678118654752)), 1.0), 0.5);
+    Tensor pdf = mul(exp(mul(mul(v, v), -0.5)), 0.39894228040143268);
+    Tensor gx = mul(g[0], add(cdf, mul(v, pdf)));
+    if (!bias.defined()) return {gx};
+    std::vector<int64_t> dims;
+    for (int64_t d = 0; d < x.dim(); ++d)
+      if (d != 1) dims.push_back(d);
+    return {gx, sum(gx, dims)};
+  }
+};
+
+}  // namespace
+
+Tensor gelu_fused(const Tensor& x, const Tensor& bias) {
+  GS_CHECK(x.defined() && is_floating(x.dtype()) && x.device().type == DeviceType::cpu,
+           "gelu_fused: expected an f32 or f64 tensor on the CPU, got {}",
+           x.defined() ? x.meta_str() : std::string("an undefined tensor"));
+  if (!bias.defined()) return apply_function<FusedGelu>("gelu_fused", {x})[0];
+  GS_CHECK(x.dim() >= 2 && x.size(0) >= 1 && bias.dim() == 1 && bias.size(0) == x.size(1) &&
+               bias.dtype() == x.dtype(),
+           "gelu_fused: expected a bias ({}) of dtype {} for x {}, got {}", x.dim() >= 2 ? x.size(1) : -1,
+           dtype_name(x.dtype()), x.meta_str(), bias.meta_str());
+  return apply_function<FusedGelu>("gelu_bias_fused", {x, bias})[0];
+}
+
+Tensor activate(const Tensor& x, Activation a) {
+  switch (a) {
+    case Activation::gelu: return gelu_fused(x);
+    case Activation::relu: return relu(x);
+    case Activation::silu: return silu(x);
+    case Activation::identity: return x;
+  }
+  return x;
+}
+
+// ---- Conv1x1, Linear, Mlp
+
+Conv1x1::Conv1x1(int64_t cin, int64_t cout, bool bias, const Init& weight_init, const Init& bias_init,
+                 const InitContext& ctx)
+    : Module("Conv1x1"), cin_(cin), cout_(cout) {
+  GS_CHECK(cin > 0 && cout > 0, "Conv1x1: expected positive channel counts, got {} -> {}", cin, cout);
+  weight_ = register_parameter("weight", ctx.make("weight", {cout, cin, 1, 1}, weight_init));
+  if (bias) bias_ = register_parameter("bias", ctx.make("bias", {cout}, bias_init));
+}
+
+Tensor Conv1x1::forward(const Tensor& x) const {
+  GS_CHECK(x.defined() && x.dim() == 4 && x.size(1) == cin_, "Conv1x1: expected x (B, {}, H, W), got {}", cin_,
+           x.defined() ? x.meta_str() : std::string("an undefined tensor"));
+  const Tensor w = reshape(use_param(weight_), {cout_, cin_});  // (Cout, Cin, 1, 1) -> (Cout, Cin), a view
+  return sphere::conv1x1(x, w, bias_.defined() ? use_param(bias_) : Tensor());
+}
+
+Tensor Conv1x1::forward_without_bias(const Tensor& x) const {
+  GS_CHECK(x.defined() && x.dim() == 4 && x.size(1) == cin_, "Conv1x1: expected x (B, {}, H, W), got {}", cin_,
+           x.defined() ? x.meta_str() : std::string("an undefined tensor"));
+  return sphere::conv1x1(x, reshape(use_param(weight_), {cout_, cin_}));
+}
+
+Linear::Linear(int64_t in, int64_t out, bool bias, const Init& weight_init, const Init& bias_init,
+               const InitContext& ctx)
+    : Module("Linear"), in_(in), out_(out) {
+  GS_CHECK(in > 0 && out > 0, "Linear: expected positive sizes, got {} -> {}", in, out);
+  weight_ = register_parameter("weight", ctx.make("weight", {out, in}, weight_init));
+  if (bias) bias_ = register_parameter("bias", ctx.make("bias", {out}, bias_init));
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  GS_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_, "Linear: expected x (..., {}), got {}", in_,
+           x.defined() ? x.meta_str() : std::string("an undefined tensor"));
+  return linear(x, use_param(weight_), bias_.defined() ? use_param(bias_) : Tensor());
+}
+
+Mlp::Mlp(const MlpSpec& s, const InitContext& ctx) : Module("MLP"), act_(s.act) {
+  auto fwd = register_module("fwd", std::make_shared<ModuleGroup>("Sequential"));
+  InitContext fctx = ctx.child("fwd");
+  fc1_ = fwd->add("0", std::make_shared<Conv1x1>(s.in, s.hidden, true, s.fc1_weight, s.fc1_bias, fctx.child("0")));
+  fc2_ = fwd->add("2", std::make_shared<Conv1x1>(s.hidden, s.out, s.output_bias, s.fc2_weight, s.fc2_bias,
+                                                 fctx.child("2")));
+}
+
+Tensor Mlp::forward(const Tensor& x) const {
+  if (act_ == Activation::gelu)  // (B, hidden, H, W): the bias add and the GELU in one pass
+    return fc2_->forward(gelu_fused(fc1_->forward_without_bias(x), use_param(fc1_->bias())));
+  return fc2_->forward(activate(fc1_->forward(x), act_));
+}
+
+// ---- SpectralFilter
+
+SpectralFilter::SpectralFilter(const sphere::ShtSpec& forward, const sphere::ShtSpec& inverse, int64_t cin,
+                               int64_t cout, sphere::SpectralOperator op, double gain, bool bias,
+                               const InitContext& ctx)
+    : Module("SpectralConvS2"), fwd_(forward), inv_(inverse), cin_(cin), cout_(cout), op_(op) {
+  GS_CHECK(fwd_.lmax == inv_.lmax && fwd_.mmax == inv_.mmax,
+           "SpectralConvS2: the forward ({}) and inverse ({}) transforms must share lmax and mmax", fwd_.str(),
+           inv_.str());
+  GS_CHECK(cin > 0 && cout > 0 && gain > 0, "SpectralConvS2: expected positive channels and gain, got {} -> {}, gain {}",
+           cin, cout, gain);
+  scale_residual_ = fwd_.nlat != inv_.nlat || fwd_.nlon != inv_.nlon;
+  Shape wshape = {cout, cin, inv_.lmax};  // torch-harmonics' (Cout, Cin, lmax[, mmax])
+  if (op == sphere::SpectralOperator::diagonal) wshape.push_back(inv_.mmax);
+  // torch-harmonics: scale * randn(complex64), scale = sqrt(gain / Cin); E|w|^2 = gain / Cin.
+  weight_ = register_parameter("weight", ctx.make("weight", wshape, Init::normal(std::sqrt(gain / double(cin))),
+                                                  complex_dtype(ctx.dtype)));
+  if (bias) bias_ = register_parameter("bias", ctx.make("bias", {1, cout, 1, 1}, Init::zeros()));
+}
+
+SpectralFilter::Output SpectralFilter::forward(const Tensor& x) const {
+  GS_CHECK(x.defined() && x.dim() == 4 && x.size(1) == cin_ && x.size(2) == fwd_.nlat && x.size(3) == fwd_.nlon,
+           "SpectralConvS2: expected x (B, {}, {}, {}), got {}", cin_, fwd_.nlat, fwd_.nlon,
+           x.defined() ? x.meta_str() : std::string("an undefined tensor"));
+  Tensor coeffs = sphere::sht(x, fwd_);                           // (B, Cin, L, M) complex
+  Tensor residual = scale_residual_ ? sphere::isht(coeffs, inv_) : x;
+  const Tensor& w = use_param(weight_);
+  // (Cout, Cin, L[, M]) -> (Cin, Cout, L[, M]), the op's layout.
+  Tensor wt = op_ == sphere::SpectralOperator::diagonal ? permute(w, {1, 0, 2, 3}) : permute(w, {1, 0, 2});
+  Tensor y = sphere::isht(sphere::spectral_conv(coeffs, wt, op_), inv_);  // (B, Cout, H', W')
+  if (bias_.defined()) y = add(y, use_param(bias_));
+  return {y, residual};
+}
+
+// ---- norms
+
+NormKind parse_norm_kind(std::string_view name) {
+  if (name == "none") return NormKind::none;
+  if (name == "layer_norm") return NormKind::layer_norm;
+  if (name == "instance_norm") return NormKind::instance_norm;
+  fail("unknown normalization_layer '{}'; expected one of none, layer_norm, instance_norm", name);
+}
+
+GridNorm::GridNorm(NormKind kind, int64_t channels, int64_t nlat, int64_t nlon, double eps, const InitContext& ctx)
+    : Module(kind == NormKind::layer_norm ? "LayerNorm" : kind == NormKind::instance_norm ? "InstanceNorm2d"
+                                                                                            : "Identity"),
+      kind_(kind), eps_(eps) {
+  if (kind == NormKind::none) return;
+  const Shape s = kind == NormKind::layer_norm ? Shape{nlat, nlon} : Shape{channels};
+  weight_ = register_parameter("weight", ctx.make("weight", s, Init::ones()));
+  bias_ = register_parameter("bias", ctx.make("bias", s, Init::zeros()));
+}
+
+Tensor GridNorm::forward(const Tensor& x) const {
+  switch (kind_) {
+    case NormKind::none: return x;
+    case NormKind::instance_norm: return sphere::instance_norm_sphere(x, use_param(weight_), use_param(bias_), eps_);
+    case NormKind::layer_norm: {
+      GS_CHECK(x.dim() == 4 && x.size(2) == weight_.size(0) && x.size(3) == weight_.size(1),
+               "LayerNorm over (H, W) = ({}, {}): got x {}", weight_.size(0), weight_.size(1), x.meta_str());
+      // Same statistics as the instance norm; the affine is per grid point, broadcast over (B, C).
+      Tensor xhat = sphere::instance_norm_sphere(x, {}, {}, eps_);
+      return add(mul(xhat, use_param(weight_)), use_param(bias_));
+    }
+  }
+  return x;
+}
+
+ChannelLayerNorm::ChannelLayerNorm(int64_t channels, double eps, bool affine, const InitContext& ctx)
+    : Module("LayerNorm"), eps_(eps) {
+  if (!affine) return;
+  weight_ = register_parameter("weight", ctx.make("weight", {channels}, Init::ones()));
+  bias_ = register_parameter("bias", ctx.make("bias", {channels}, Init::zeros()));
+}
+
+Tensor ChannelLayerNorm::forward(const Tensor& x) const {
+  if (!weight_.defined()) return sphere::layer_norm_channels(x, {}, {}, eps_);
+  return sphere::layer_norm_channels(x, use_param(weight_), use_param(bias_), eps_);
+}
+
+// ---- position embeddings
+
+PosEmbedKind parse_pos_embed(std::string_view name) {
+  if (name == "none") return PosEmbedKind::none;
+  if (name == "sequence") return PosEmbedKind::sequence;
+  if (name == "spectral") return PosEmbedKind::spectral;
+  if (name == "learnable lat") return PosEmbedKind::learnable_lat;
+  if (name == "learnable latlon") return PosEmbedKind::learnable_latlon;
+  fail("unknown pos_embed '{}'; expected one of none, sequence, spectral, learnable lat, learnable latlon", name);
+}
+
+namespace {
+
+// (1, C, H, W) f64: sin(pos / 10000^(2k/C)) for even channels k, cos for odd, pos the flat grid index.
+Tensor sequence_embedding(int64_t C, int64_t H, int64_t W) {
+  std::vector<double> v(static_cast<size_t>(C * H * W));
+  for (int64_t k = 0; k < C; ++k) {
+    const double denom = std::pow(10000.0, 2.0 * static_cast<double>(k) / static_cast<double>(C));
+    for (int64_t p = 0; p < H * W; ++p) {
+      const double a = static_cast<double>(p) / denom;
+      v[static_cast<size_t>(k * H * W + p)] = k % 2 == 0 ? std::sin(a) : std::cos(a);
+    }
+  }
+  return from_vector(v, {1, C, H, W});
+}
+
+// (1, C, H, W) f64: channel i is the harmonic (l, m) = (floor(sqrt i), i - l^2 - l) synthesised by the
+// inverse SHT with the grid's default truncation (coefficient 1, or i at |m| for m < 0), each
+// channel scaled to max |.| = 1.
+Tensor spectral_embedding(int64_t C, sphere::GridKind grid, int64_t H, int64_t W) {
+  const sphere::ShtSpec spec = sphere::make_sht_spec(grid, H, W);
+  std::vector<c128> coeffs(static_cast<size_t>(C * spec.lmax * spec.mmax), c128(0, 0));
+  for (int64_t i = 0; i < C; ++i) {
+    const auto l = static_cast<int64_t>(std::floor(std::sqrt(static_cast<double>(i))));
+    const int64_t m = i - l * l - l, am = m < 0 ? -m : m;
+    GS_CHECK(l < spec.lmax && am < spec.mmax,
+             "spectral position embedding: channel {} needs the harmonic (l {}, m {}), beyond the grid's truncation "
+             "({}); use fewer channels or a finer grid",
+             i, l, m, spec.str());
+    coeffs[static_cast<size_t>((i * spec.lmax + l) * spec.mmax + am)] = m < 0 ? c128(0, 1) : c128(1, 0);
+  }
+  Tensor pe = sphere::isht(from_vector(coeffs, {1, C, spec.lmax, spec.mmax}), spec);  // (1, C, H, W)
+  return div(pe, max(abs(pe), {-1, -2}, true));
+}
+
+}  // namespace
+
+PositionEmbedding::PositionEmbedding(PosEmbedKind kind, int64_t C, sphere::GridKind grid, int64_t H, int64_t W,
+                                     const InitContext& ctx)
+    : Module(kind == PosEmbedKind::sequence   ? "SequencePositionEmbedding"
+             : kind == PosEmbedKind::spectral ? "SpectralPositionEmbedding"
+                                              : "LearnablePositionEmbedding") {
+  GS_CHECK(kind != PosEmbedKind::none, "PositionEmbedding: kind none has no embedding (use no module instead)");
+  NoGradGuard no_grad;
+  switch (kind) {
+    case PosEmbedKind::sequence:
+      table_ = register_buffer("position_embeddings", cast_copy(sequence_embedding(C, H, W), ctx.dtype));
+      break;
+    case PosEmbedKind::spectral:
+      table_ = register_buffer("position_embeddings", cast_copy(spectral_embedding(C, grid, H, W), ctx.dtype));
+      break;
+    case PosEmbedKind::learnable_lat:
+      table_ = register_parameter("position_embeddings", ctx.make("position_embeddings", {1, C, H, 1}, Init::zeros()));
+      break;
+    case PosEmbedKind::learnable_latlon:
+      table_ = register_parameter("position_embeddings", ctx.make("position_embeddings", {1, C, H, W}, Init::zeros()));
+      break;
+    case PosEmbedKind::none: break;
+  }
+}
+
+Tensor PositionEmbedding::forward(const Tensor& x) const { return add(x, use_param(table_)); }
+
+// ---- ConditionalLayerNorm
+
+namespace {
+// The norm's own affine parameters, as a child named "norm" (ACE's ChannelLayerNorm / nn.LayerNorm).
+class NormAffine : public Module {
+ public:
+  NormAffine(const Shape& s, const InitContext& ctx) : Module("LayerNorm") {
+    weight = register_parameter("weight", ctx.make("weight", s, Init::ones()));
+    bias = register_parameter("bias", ctx.make("bias", s, Init::zeros()));
+  }
+  Tensor weight, bias;
+};
+}  // namespace
+
+ConditionalLayerNorm::ConditionalLayerNorm(int64_t channels, int64_t nlat, int64_t nlon, const ContextDims& dims,
+                                           bool global, double eps, bool affine, const InitContext& ctx)
+    : Module("ConditionalLayerNorm"), channels_(channels), nlat_(nlat), nlon_(nlon), dims_(dims), global_(global),
+      eps_(eps) {
+  GS_CHECK(dims.noise >= 0 && dims.pos >= 0 && dims.labels >= 0,
+           "ConditionalLayerNorm: context dimensions must be >= 0, got noise {}, pos {}, labels {}", dims.noise,
+           dims.pos, dims.labels);
+  const Init z = Init::zeros();
+  if (dims.labels > 0) {
+    scale_labels_ = register_module("W_scale_labels",
+                                    std::make_shared<Linear>(dims.labels, channels, true, z, z, ctx.child("W_scale_labels")));
+    bias_labels_ = register_module("W_bias_labels",
+                                   std::make_shared<Linear>(dims.labels, channels, true, z, z, ctx.child("W_bias_labels")));
+  }
+  if (dims.noise > 0) {
+    scale_noise_ = register_module("W_scale_2d",
+                                   std::make_shared<Conv1x1>(dims.noise, channels, false, z, z, ctx.child("W_scale_2d")));
+    bias_noise_ = register_module("W_bias_2d",
+                                  std::make_shared<Conv1x1>(dims.noise, channels, false, z, z, ctx.child("W_bias_2d")));
+  }
+  if (dims.pos > 0) {
+    scale_pos_ = register_module("W_scale_pos",
+                                 std::make_shared<Conv1x1>(dims.pos, channels, false, z, z, ctx.child("W_scale_pos")));
+    bias_pos_ = register_module("W_bias_pos",
+                                std::make_shared<Conv1x1>(dims.pos, channels, false, z, z, ctx.child("W_bias_pos")));
+  }
+  if (affine) {
+    auto n = register_module("norm", std::make_shared<NormAffine>(global ? Shape{channels, nlat, nlon} : Shape{channels},
+                                                                  ctx.child("norm")));
+    norm_weight_ = n->weight, norm_bias_ = n->bias;
+  }
+}
+
+Tensor ConditionalLayerNorm::forward(const Tensor& x, const ConditioningInputs& c) const {
+  GS_CHECK(x.defined() && x.dim() == 4 && x.size(1) == channels_ && x.size(2) == nlat_ && x.size(3) == nlon_,
+           "ConditionalLayerNorm: expected x (B, {}, {}, {}), got {}", channels_, nlat_, nlon_,
+           x.defined() ? x.meta_str() : std::string("an undefined tensor"));
+  const int64_t B = x.size(0);
+  auto need = [&](const Tensor& t, int64_t dim, const char* what, bool field) {
+    GS_CHECK(t.defined(), "ConditionalLayerNorm: {} must be provided (its context dimension is {})", what, dim);
+    const bool ok = field ? (t.dim() == 4 && t.size(0) == B && t.size(1) == dim && t.size(2) == nlat_ &&
+                             t.size(3) == nlon_)
+                          : (t.dim() == 2 && t.size(0) == B && t.size(1) == dim);
+    GS_CHECK(ok && t.dtype() == x.dtype(), "ConditionalLayerNorm: expected {} of shape {} and dtype {}, got {}", what,
+             field ? shape_str({B, dim, nlat_, nlon_}) : shape_str({B, dim}), dtype_name(x.dtype()), t.meta_str());
+  };
+  // Sums of the conditioning terms: (B, C, H, W) from fields, (B, C, 1, 1) from labels.
+  Tensor scale, bias;
+  auto accumulate = [](Tensor& acc, const Tensor& term) { acc = acc.defined() ? add(acc, term) : term; };
+  if (dims_.noise > 0) {
+    need(c.noise, dims_.noise, "the noise", true);
+    accumulate(scale, scale_noise_->forward(c.noise));
+    accumulate(bias, bias_noise_->forward(c.noise));
+  }
+  if (dims_.pos > 0) {
+    need(c.embedding_pos, dims_.pos, "embedding_pos", true);
+    accumulate(scale, scale_pos_->forward(c.embedding_pos));
+    accumulate(bias, bias_pos_->forward(c.embedding_pos));
+  }
+  if (dims_.labels > 0) {
+    need(c.labels, dims_.labels, "the labels", false);
+    accumulate(scale, reshape(scale_labels_->forward(c.labels), {B, channels_, 1, 1}));
+    accumulate(bias, reshape(bias_labels_->forward(c.labels), {B, channels_, 1, 1}));
+  }
+
+  const bool affine = norm_weight_.defined();
+  if (!global_ && !affine && scale.defined()) {
+    // The fused op wants (B, C) or (B, C, H, W) modulations.
+    auto full_shape = [&](const Tensor& t) {
+      return t.size(2) == 1 && t.size(3) == 1 ? reshape(t, {B, channels_}) : t;
+    };
+    return sphere::conditional_layer_norm(x, full_shape(scale), full_shape(bias), eps_);
+  }
+  Tensor xhat;
+  if (global_) {
+    // LayerNorm over (C, H, W): the channel norm of the field seen as one pixel of C*H*W channels.
+    xhat = reshape(sphere::layer_norm_channels(reshape(x, {B, channels_ * nlat_ * nlon_, 1, 1}), {}, {}, eps_),
+                   x.sizes());
+    if (affine) xhat = add(mul(xhat, use_param(norm_weight_)), use_param(norm_bias_));
+  } else {
+    xhat = affine ? sphere::layer_norm_channels(x, use_param(norm_weight_), use_param(norm_bias_), eps_)
+                  : sphere::layer_norm_channels(x, {}, {}, eps_);
+  }
+  if (!scale.defined()) return xhat;
+  return add(add(xhat, mul(xhat, scale)), bias);  // xhat * (1 + scale) + bias
+}
+
+}  // namespace gs::models

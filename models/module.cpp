@@ -65,13 +65,45 @@ Tensor Module::register_buffer(const std::string& name, Tensor value, BufferKind
 void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   check_new_name(name);
   GS_CHECK(m != nullptr, "{}: sub-module '{}' is null", type_name_, name);
+  // A module inside its own subtree would make every traversal recurse forever.
+  auto holds = [this](const Module& root, auto&& self) -> bool {
+    if (&root == this) return true;
+    for (auto& c : root.children_)
+      if (self(*c.second, self)) return true;
+    return false;
+  };
+  GS_CHECK(!holds(*m, holds), "{}: sub-module '{}' ({}) contains this module: a module cannot be its own descendant",
+           type_name_, name, m->type_name());
   children_.emplace_back(name, std::move(m));
 }
 
+namespace {
+bool seen_before(std::vector<const TensorImpl*>& seen, const Tensor& t) {
+  for (const TensorImpl* s : seen)
+    if (s == t.impl()) return true;
+  seen.push_back(t.impl());
+  return false;
+}
+}  // namespace
+
+void Module::collect_parameters(const std::string& prefix, std::vector<NamedParameter>& out,
+                                std::vector<const TensorImpl*>& seen) const {
+  for (auto& p : params_)
+    if (!seen_before(seen, p.tensor)) out.push_back({prefix + p.name, p.tensor, p.distribution});
+  for (auto& [cname, child] : children_) child->collect_parameters(prefix + cname + ".", out, seen);
+}
+
+void Module::collect_buffers(const std::string& prefix, std::vector<NamedBuffer>& out,
+                             std::vector<const TensorImpl*>& seen) const {
+  for (auto& b : buffers_)
+    if (!seen_before(seen, b.tensor)) out.push_back({prefix + b.name, b.tensor, b.kind});
+  for (auto& [cname, child] : children_) child->collect_buffers(prefix + cname + ".", out, seen);
+}
+
 std::vector<NamedParameter> Module::named_parameters() const {
-  std::vector<NamedParameter> out = params_;
-  for (auto& [cname, child] : children_)
-    for (auto& p : child->named_parameters()) out.push_back({cname + "." + p.name, p.tensor, p.distribution});
+  std::vector<NamedParameter> out;
+  std::vector<const TensorImpl*> seen;
+  collect_parameters("", out, seen);
   return out;
 }
 
@@ -82,9 +114,9 @@ std::vector<Tensor> Module::parameters() const {
 }
 
 std::vector<NamedBuffer> Module::named_buffers() const {
-  std::vector<NamedBuffer> out = buffers_;
-  for (auto& [cname, child] : children_)
-    for (auto& b : child->named_buffers()) out.push_back({cname + "." + b.name, b.tensor, b.kind});
+  std::vector<NamedBuffer> out;
+  std::vector<const TensorImpl*> seen;
+  collect_buffers("", out, seen);
   return out;
 }
 
@@ -154,6 +186,18 @@ std::string Module::summary() const {
     s += fmt::format("  {:<48} {:<28} {}\n", p.name, p.tensor.meta_str(), p.distribution.str());
   s += fmt::format("  {} parameters ({} real degrees of freedom)\n", num_parameters(), num_parameters(true));
   return s;
+}
+
+Tensor state_scalar_f64(double v) {
+  Tensor t = empty({}, DType::f64);
+  *t.data<double>() = v;
+  return t;
+}
+
+Tensor state_scalar_i64(int64_t v) {
+  Tensor t = empty({}, DType::i64);
+  *t.data<int64_t>() = v;
+  return t;
 }
 
 // ---- initialisers

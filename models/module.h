@@ -55,7 +55,9 @@ class Module {
 
   const std::string& type_name() const { return type_name_; }
 
-  // Depth-first in registration order; names are dotted paths from this module.
+  // Depth-first in registration order; names are dotted paths from this module. A tensor reached
+  // twice (a sub-module registered under two names: tied weights) is listed once, under the first
+  // name, so an optimizer never updates it twice and num_parameters counts it once (as torch).
   std::vector<NamedParameter> named_parameters() const;
   std::vector<Tensor> parameters() const;
   std::vector<NamedBuffer> named_buffers() const;
@@ -68,7 +70,9 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  // Parameters and mutable buffers (constant buffers are rebuilt from the configuration).
+  // Parameters and mutable buffers (constant buffers are rebuilt from the configuration). The values
+  // alias the live tensors (detached, as torch's state_dict): clone them to keep a snapshot across
+  // optimizer steps.
   StateDict state_dict() const;
   // Copies values in place under no_grad (versions bump; handles held by the model stay valid).
   // Shapes and dtypes must match. strict: a missing or an unexpected key is an error that lists them.
@@ -95,6 +99,12 @@ class Module {
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> m);
   void check_new_name(const std::string& name) const;
+  // Appends this module's parameters (buffers) and its children's under `prefix`, skipping tensors
+  // already in `seen`.
+  void collect_parameters(const std::string& prefix, std::vector<NamedParameter>& out,
+                          std::vector<const TensorImpl*>& seen) const;
+  void collect_buffers(const std::string& prefix, std::vector<NamedBuffer>& out,
+                       std::vector<const TensorImpl*>& seen) const;
 
   std::string type_name_;
   bool training_ = true;
@@ -116,6 +126,10 @@ class Model : public Module {
   using Module::Module;
   virtual Tensor forward(const Tensor& x, const ForwardContext& ctx = {}) = 0;
 };
+
+// 0-dim tensors for the scalar entries of optimizer, schedule and stepper state dicts.
+Tensor state_scalar_f64(double v);
+Tensor state_scalar_i64(int64_t v);
 
 // ---- initialisers: fresh tensors (no history) from the counter-based generator. Keys derived from
 // a parameter's name make initial weights independent of construction order and equal on every rank.

@@ -1,1 +1,268 @@
-// (being written)
+#include "models/stepper.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/error.h"
+#include "engine/factory.h"
+#include "ops/elementwise.h"
+#include "ops/inplace.h"
+#include "ops/sphere/sfno_blocks.h"
+#include "ops/view.h"
+
+namespace gs::models {
+namespace {
+
+// splitmix64's finaliser: a bijective mix, so distinct inputs give distinct streams.
+uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Chained mix of a domain tag and three counters into one stream id.
+uint64_t noise_stream(uint64_t tag, uint64_t a, uint64_t b, uint64_t c) {
+  return mix64(mix64(mix64(mix64(tag) ^ a) ^ b) ^ c);
+}
+constexpr uint64_t kTrainTag = 0x747261696eULL;    // "train"
+constexpr uint64_t kPredictTag = 0x70726564ULL;    // "pred"
+
+// Keys of `state` that start with `prefix`, with the prefix removed.
+StateDict with_prefix_removed(const StateDict& state, const std::string& prefix) {
+  StateDict out;
+  for (auto& [key, t] : state)
+    if (key.compare(0, prefix.size(), prefix) == 0) out[key.substr(prefix.size())] = t;
+  return out;
+}
+
+}  // namespace
+
+RandomKey stepper_noise_key(uint64_t seed, int64_t global_step, int64_t micro_batch, int64_t rollout_step) {
+  return {seed, noise_stream(kTrainTag, static_cast<uint64_t>(global_step), static_cast<uint64_t>(micro_batch),
+                             static_cast<uint64_t>(rollout_step))};
+}
+
+RandomKey stepper_predict_key(uint64_t seed, uint64_t rollout_id, int64_t rollout_step) {
+  return {seed, noise_stream(kPredictTag, rollout_id, 0, static_cast<uint64_t>(rollout_step))};
+}
+
+Stepper::Stepper(std::shared_ptr<Model> model, std::shared_ptr<Optimizer> optimizer, std::vector<double> area_weights,
+                 StepperOptions options, std::shared_ptr<LrSchedule> schedule)
+    : model_(std::move(model)),
+      optimizer_(std::move(optimizer)),
+      schedule_(std::move(schedule)),
+      area_weights_(std::move(area_weights)),
+      o_(std::move(options)) {
+  GS_CHECK(model_ != nullptr && optimizer_ != nullptr, "Stepper: expected a model and an optimizer, got a null one");
+  double sum = 0;
+  for (double w : area_weights_) {
+    GS_CHECK(std::isfinite(w) && w >= 0, "Stepper: area weights must be finite and >= 0, got {}", w);
+    sum += w;
+  }
+  GS_CHECK(sum > 0, "Stepper: expected area weights (one per latitude) with a positive sum, got {} weights summing to {}",
+           area_weights_.size(), sum);
+  GS_CHECK(o_.micro_batches >= 1, "Stepper: expected micro_batches >= 1, got {}", o_.micro_batches);
+  GS_CHECK(!(o_.clip_grad_norm < 0) && !std::isnan(o_.clip_grad_norm),
+           "Stepper: expected clip_grad_norm >= 0 (0: no clipping), got {}", o_.clip_grad_norm);
+  for (double w : o_.step_weights)
+    GS_CHECK(std::isfinite(w) && w >= 0, "Stepper: step weights must be finite and >= 0, got {}", w);
+}
+
+void Stepper::check_batch(const Batch& b) const {
+  GS_CHECK(b.input.defined() && b.targets.defined(), "Stepper: the batch needs an input and targets");
+  GS_CHECK(b.input.dim() == 4, "Stepper: expected input (B, C, H, W), got {}", b.input.meta_str());
+  GS_CHECK(b.targets.dim() == 5, "Stepper: expected targets (B, n, C, H, W), got {}", b.targets.meta_str());
+  const Shape& in = b.input.sizes();
+  const Shape& tg = b.targets.sizes();
+  GS_CHECK(tg[0] == in[0] && tg[2] == in[1] && tg[3] == in[2] && tg[4] == in[3] && tg[1] >= 1,
+           "Stepper: targets must be (B, n >= 1, C, H, W) with the input's (B, C, H, W) = {}, got {}", shape_str(in),
+           shape_str(tg));
+  GS_CHECK(b.input.dtype() == b.targets.dtype() && is_floating(b.input.dtype()),
+           "Stepper: expected input and targets of one real dtype, got {} and {}", dtype_name(b.input.dtype()),
+           dtype_name(b.targets.dtype()));
+  GS_CHECK(in[2] == static_cast<int64_t>(area_weights_.size()),
+           "Stepper: the grid has {} latitudes but the stepper has {} area weights", in[2], area_weights_.size());
+  GS_CHECK(o_.step_weights.empty() || static_cast<int64_t>(o_.step_weights.size()) == tg[1],
+           "Stepper: {} step weights for a rollout of {} steps", o_.step_weights.size(), tg[1]);
+  GS_CHECK(o_.micro_batches <= in[0], "Stepper: cannot split a batch of {} into {} micro-batches", in[0],
+           o_.micro_batches);
+}
+
+const Tensor& Stepper::area_weights(DType dtype) {
+  Tensor& cached = dtype == DType::f32 ? area_f32_ : area_f64_;
+  if (!cached.defined()) cached = cast_copy(from_vector(area_weights_), dtype);
+  return cached;
+}
+
+void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_t mb, double share, TrainResult& r) {
+  const int64_t n = targets.size(1);
+  const Tensor& aw = area_weights(input.dtype());
+  Tensor x = input;           // (b, C, H, W)
+  Tensor objective;           // the weighted losses still to backpropagate (0-dim)
+  for (int64_t k = 0; k < n; ++k) {
+    const bool optimised = o_.optimize_last_step_only ? k == n - 1 : true;
+    Tensor pred, loss;
+    {
+      GradModeGuard grad_mode(optimised);
+      ForwardContext ctx;
+      ctx.noise_key = stepper_noise_key(o_.seed, global_step_, mb, k);
+      pred = model_->forward(x, ctx);  // (b, C, H, W)
+      GS_CHECK(pred.defined() && pred.sizes() == x.sizes() && pred.dtype() == x.dtype(),
+               "Stepper: the model must map its input {} to a prediction of the same shape and dtype (fed back as "
+               "the next input), got {}",
+               x.meta_str(), pred.defined() ? pred.meta_str() : std::string("an undefined tensor"));
+      loss = sphere::area_weighted_mse(pred, select(targets, 1, k), aw);
+    }
+    const double value = loss.item<double>();
+    r.step_losses[k] += share * value;
+    if (!std::isfinite(value)) {
+      r.applied = false;
+      r.report = fmt::format("step {}: the loss of rollout step {} (micro-batch {}) is {}; the optimizer step was "
+                             "not applied",
+                             global_step_, k, mb, value);
+      return;  // nothing of this micro-batch is backpropagated
+    }
+    if (optimised) {
+      const double w = (o_.step_weights.empty() ? 1.0 : o_.step_weights[k]) * share;
+      Tensor term = w == 1.0 ? loss : mul(loss, w);
+      if (o_.detach_between_steps) {
+        term.backward();
+        pred = pred.detach();
+      } else {
+        objective = objective.defined() ? add(objective, term) : term;
+      }
+    }
+    x = pred;
+  }
+  if (objective.defined()) objective.backward();
+}
+
+TrainResult Stepper::compute_gradients(const Batch& batch) {
+  check_batch(batch);
+  const int64_t B = batch.input.size(0), n = batch.targets.size(1), k = o_.micro_batches;
+  model_->zero_grad();
+  optimizer_->zero_grad();
+  TrainResult r;
+  r.step = global_step_;
+  r.step_losses.assign(n, 0.0);
+  r.lr = schedule_ ? schedule_->lr() : optimizer_->lr();
+  // Uneven split as the process grid's: the first B % k micro-batches get one more sample.
+  int64_t start = 0;
+  for (int64_t mb = 0; mb < k && r.applied; ++mb) {
+    const int64_t len = B / k + (mb < B % k ? 1 : 0);
+    run_micro_batch(narrow(batch.input, 0, start, len), narrow(batch.targets, 0, start, len), mb,
+                    static_cast<double>(len) / static_cast<double>(B), r);
+    start += len;
+  }
+  for (int64_t s = 0; s < n; ++s)
+    if (!o_.optimize_last_step_only || s == n - 1)
+      r.loss += (o_.step_weights.empty() ? 1.0 : o_.step_weights[s]) * r.step_losses[s];
+  if (!r.applied) {
+    r.grad_norm = std::numeric_limits<double>::quiet_NaN();
+    model_->zero_grad();
+    optimizer_->zero_grad();
+    return r;
+  }
+  r.grad_norm = grad_norm(model_->parameters());
+  if (!std::isfinite(r.grad_norm)) {
+    r.applied = false;
+    r.report = fmt::format("step {}: the gradient norm is {} (the losses were finite: a NaN or Inf arose in backward; "
+                           "anomaly mode names the op); the optimizer step was not applied",
+                           global_step_, r.grad_norm);
+    model_->zero_grad();
+    optimizer_->zero_grad();
+  }
+  return r;
+}
+
+TrainResult Stepper::train_on_batch(const Batch& batch) {
+  TrainResult r = compute_gradients(batch);
+  if (!r.applied) {
+    GS_CHECK(!o_.throw_on_nonfinite, "Stepper: {}", r.report);
+    return r;
+  }
+  if (o_.clip_grad_norm > 0) {
+    // clip_grad_norm's rule, reusing the norm already computed.
+    const double scale = o_.clip_grad_norm / (r.grad_norm + 1e-6);
+    if (scale < 1) {
+      NoGradGuard no_grad;
+      for (auto& p : model_->parameters()) {
+        Tensor g = p.grad();
+        if (g.defined()) mul_(g, scale);
+      }
+    }
+  }
+  if (schedule_) optimizer_->set_lr(schedule_->lr());
+  r.lr = optimizer_->lr();
+  optimizer_->step();
+  if (schedule_) schedule_->step();
+  ++global_step_;
+  return r;
+}
+
+Tensor Stepper::predict(const Tensor& input, int64_t n_steps, uint64_t rollout_id) {
+  GS_CHECK(input.defined() && input.dim() == 4, "Stepper::predict: expected input (B, C, H, W), got {}",
+           input.defined() ? input.meta_str() : std::string("an undefined tensor"));
+  GS_CHECK(n_steps >= 1, "Stepper::predict: expected n_steps >= 1, got {}", n_steps);
+  InferenceModeGuard inference;
+  const Shape& s = input.sizes();
+  Tensor out = empty({s[0], n_steps, s[1], s[2], s[3]}, input.dtype(), input.device());  // (B, n, C, H, W)
+  Tensor x = input;
+  for (int64_t k = 0; k < n_steps; ++k) {
+    ForwardContext ctx;
+    ctx.noise_key = stepper_predict_key(o_.seed, rollout_id, k);
+    Tensor pred = model_->forward(x, ctx);
+    GS_CHECK(pred.defined() && pred.sizes() == x.sizes() && pred.dtype() == x.dtype(),
+             "Stepper::predict: the model must map its input {} to a prediction of the same shape and dtype, got {}",
+             x.meta_str(), pred.defined() ? pred.meta_str() : std::string("an undefined tensor"));
+    copy_values(select(out, 1, k), pred);
+    x = pred;
+  }
+  return out;
+}
+
+StateDict Stepper::training_state() const {
+  StateDict out;
+  out["stepper.global_step"] = state_scalar_i64(global_step_);
+  for (auto& [key, t] : optimizer_->state()) out["optimizer." + key] = t;
+  if (schedule_)
+    for (auto& [key, t] : schedule_->state()) out["schedule." + key] = t;
+  return out;
+}
+
+void Stepper::load_training_state(const StateDict& state) {
+  std::vector<std::string> unexpected;
+  for (auto& [key, t] : state)
+    if (key != "stepper.global_step" && key.rfind("optimizer.", 0) != 0 && (!schedule_ || key.rfind("schedule.", 0) != 0))
+      unexpected.push_back(key);
+  GS_CHECK(unexpected.empty(), "Stepper::load_training_state: unexpected keys [{}]{}", fmt::join(unexpected, ", "),
+           schedule_ ? "" : " (this stepper has no learning-rate schedule)");
+  auto it = state.find("stepper.global_step");
+  GS_CHECK(it != state.end(), "Stepper::load_training_state: missing key 'stepper.global_step'");
+  GS_CHECK(it->second.defined() && it->second.numel() == 1 && it->second.dtype() == DType::i64,
+           "Stepper::load_training_state: 'stepper.global_step' must be a one-element i64 tensor, got {}",
+           it->second.defined() ? it->second.meta_str() : std::string("an undefined tensor"));
+  const int64_t step = it->second.item<int64_t>();
+  GS_CHECK(step >= 0, "Stepper::load_training_state: 'stepper.global_step' holds {}, expected >= 0", step);
+  // Each part validates before it writes. The schedule goes first: its state is a few scalars, so
+  // putting it back when the optimizer refuses its part costs nothing (a copy of the optimizer's
+  // moments would cost twice the model's size).
+  StateDict schedule_before;
+  if (schedule_) {
+    schedule_before = schedule_->state();
+    schedule_->load_state(with_prefix_removed(state, "schedule."));
+  }
+  try {
+    optimizer_->load_state(with_prefix_removed(state, "optimizer."));
+  } catch (...) {
+    if (schedule_) schedule_->load_state(schedule_before);
+    throw;
+  }
+  global_step_ = step;
+}
+
+}  // namespace gs::models

@@ -1,1 +1,105 @@
-// (being written)
+// The stepper: ACE's training step for an autoregressive emulator. train_on_batch rolls the model
+// forward n steps from batch.input, each prediction fed back as the next input, scores every step
+// with the area-weighted MSE against batch.targets, backpropagates the weighted sum, and applies the
+// optimizer (after optional clipping) and the learning-rate schedule. predict() is the same rollout
+// without a tape.
+//
+// optimize_last_step_only follows ACE (fme/ace/stepper, TrainStepper._accumulate_loss): the steps
+// before the last run under no_grad, so the last step's input is a constant and only the last
+// step's loss is backpropagated; the earlier losses are still reported.
+// detach_between_steps follows ACE's gradient-accumulation mode: each step's loss is backpropagated
+// on its own and the state is detached before it is fed back (memory of one step; no gradient
+// through the rollout).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/random.h"
+#include "engine/tensor.h"
+#include "models/data/dataset.h"
+#include "models/lr_schedule.h"
+#include "models/module.h"
+#include "models/optim.h"
+
+namespace gs::models {
+
+struct StepperOptions {
+  std::vector<double> step_weights = {};  // one per rollout step; empty: every step weight 1
+  bool optimize_last_step_only = false;
+  bool detach_between_steps = false;
+  // The batch is split along B into this many micro-batches (the first B % k get one more sample);
+  // micro-batch i's loss is scaled by b_i / B, so the accumulated gradient is the whole batch's.
+  int64_t micro_batches = 1;
+  double clip_grad_norm = 0;            // > 0: clip the global gradient norm to this
+  uint64_t seed = 0;                    // noise keys (stepper_noise_key)
+  // A non-finite loss or gradient norm never reaches the parameters. true: throw gs::Error naming
+  // the step; false: return a TrainResult with applied == false and the reason.
+  bool throw_on_nonfinite = true;
+};
+
+struct TrainResult {
+  int64_t step = 0;                 // the stepper's global step this batch was (counted before it)
+  std::vector<double> step_losses;  // per rollout step: area-weighted MSE of the whole batch, unweighted
+  double loss = 0;                  // the objective that was backpropagated: sum of w_k * step_losses[k]
+                                    // over the optimised steps (only the last with optimize_last_step_only)
+  double grad_norm = 0;             // global norm before clipping (NaN when the loss was already non-finite)
+  double lr = 0;                    // the learning rate the optimizer step used
+  bool applied = true;              // false: a non-finite loss or norm; nothing was changed
+  std::string report;               // why not applied
+};
+
+// The noise key of one forward call during training: a deterministic function of
+// (seed, global step, micro-batch, rollout step), so a resumed run draws the noise the
+// uninterrupted run would have drawn.
+RandomKey stepper_noise_key(uint64_t seed, int64_t global_step, int64_t micro_batch, int64_t rollout_step);
+// The key predict() uses for step k of rollout `rollout_id`: never equal to a training key.
+RandomKey stepper_predict_key(uint64_t seed, uint64_t rollout_id, int64_t rollout_step);
+
+class Stepper {
+ public:
+  // area_weights: (H) non-negative quadrature / cos-lat weights of the grid (normalised inside the
+  // loss). The schedule is optional; when given, it sets the optimizer's lr before every step.
+  Stepper(std::shared_ptr<Model> model, std::shared_ptr<Optimizer> optimizer, std::vector<double> area_weights,
+          StepperOptions options = {}, std::shared_ptr<LrSchedule> schedule = nullptr);
+
+  // One optimizer step on `batch` ({input (B, C, H, W), targets (B, n, C, H, W)}, normalised).
+  TrainResult train_on_batch(const Batch& batch);
+  // The gradient part of train_on_batch: clears every .grad of the model, rolls out, backpropagates
+  // and fills step_losses, loss and grad_norm; changes no weight and no counter. applied is false
+  // when the loss or the norm is non-finite (never throws for that).
+  TrainResult compute_gradients(const Batch& batch);
+
+  // Rollout of n_steps without a tape (inference mode): (B, C, H, W) -> (B, n_steps, C, H, W),
+  // every step. Keys: stepper_predict_key(seed, rollout_id, k).
+  Tensor predict(const Tensor& input, int64_t n_steps, uint64_t rollout_id = 0);
+
+  int64_t global_step() const { return global_step_; }
+  // "stepper.global_step", "optimizer.<key>" and "schedule.<key>": everything but the model's
+  // weights (Module::state_dict) that a bitwise resume needs.
+  StateDict training_state() const;
+  // Validates the whole state before changing anything.
+  void load_training_state(const StateDict& state);
+
+  Model& model() { return *model_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  LrSchedule* schedule() { return schedule_.get(); }
+  const StepperOptions& options() const { return o_; }
+
+ private:
+  void check_batch(const Batch& batch) const;
+  const Tensor& area_weights(DType dtype);
+  // Rolls micro-batch `mb` (B_mb samples) forward, backpropagates its share, adds its losses.
+  void run_micro_batch(const Tensor& input, const Tensor& targets, int64_t mb, double share, TrainResult& r);
+
+  std::shared_ptr<Model> model_;
+  std::shared_ptr<Optimizer> optimizer_;
+  std::shared_ptr<LrSchedule> schedule_;
+  std::vector<double> area_weights_;
+  Tensor area_f32_, area_f64_;
+  StepperOptions o_;
+  int64_t global_step_ = 0;
+};
+
+}  // namespace gs::models

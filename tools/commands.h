@@ -26,5 +26,7 @@ class CommandRegistry {
 
 void add_gradcheck_command(CLI::App& app, CommandRegistry& commands);
 void add_bench_command(CLI::App& app, CommandRegistry& commands);
+void add_train_command(CLI::App& app, CommandRegistry& commands);
+void add_rollout_command(CLI::App& app, CommandRegistry& commands);
 
 }  // namespace gs::tools

@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   gs::tools::CommandRegistry commands;
   gs::tools::add_gradcheck_command(app, commands);
   gs::tools::add_bench_command(app, commands);
+  gs::tools::add_train_command(app, commands);
+  gs::tools::add_rollout_command(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,1 +1,129 @@
-// (being written)
+// The shallow-water training data generator (swe_data.h).
+#include "models/data/swe_data.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <exception>
+
+#include "engine/factory.h"
+
+namespace gs::models {
+namespace {
+
+void check_options(const SweDataOptions& o) {
+  GS_CHECK(o.n_trajectories >= 1, "SweDataOptions: expected n_trajectories >= 1, got {}", o.n_trajectories);
+  GS_CHECK(o.states_per_trajectory >= 1, "SweDataOptions: expected states_per_trajectory >= 1, got {}",
+           o.states_per_trajectory);
+  GS_CHECK(std::isfinite(o.dt_hours) && o.dt_hours > 0, "SweDataOptions: expected dt_hours > 0, got {}", o.dt_hours);
+  GS_CHECK(std::isfinite(o.spinup_hours) && o.spinup_hours >= 0, "SweDataOptions: expected spinup_hours >= 0, got {}",
+           o.spinup_hours);
+  GS_CHECK(std::isfinite(o.solver_dt_seconds) && o.solver_dt_seconds >= 0,
+           "SweDataOptions: expected solver_dt_seconds >= 0 (0 picks one), got {}", o.solver_dt_seconds);
+  GS_CHECK(is_floating(o.dtype), "SweDataOptions: expected dtype f32 or f64, got {}", o.dtype);
+}
+
+SweSolverOptions base_solver_options(const SweDataOptions& o) {
+  SweSolverOptions s;
+  s.grid = o.grid;
+  s.nlat = o.nlat;
+  s.nlon = o.nlon;
+  s.lmax = o.lmax;
+  s.hyperdiffusion = o.hyperdiffusion;
+  return s;
+}
+
+}  // namespace
+
+int64_t swe_steps_per_state(const SweDataOptions& o) {
+  check_options(o);
+  const double interval = o.dt_hours * 3600.0;
+  if (o.solver_dt_seconds == 0) {
+    const double dt_max = SweSolver::stable_dt(base_solver_options(o));
+    return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(interval / dt_max - 1e-9)));
+  }
+  const auto n = static_cast<int64_t>(std::llround(interval / o.solver_dt_seconds));
+  GS_CHECK(n >= 1 && std::abs(static_cast<double>(n) * o.solver_dt_seconds - interval) <= 1e-9 * interval,
+           "SweDataOptions: solver_dt_seconds = {} must divide the interval between states, dt_hours = {} ({} s)",
+           o.solver_dt_seconds, o.dt_hours, interval);
+  return n;
+}
+
+SweSolverOptions swe_solver_options(const SweDataOptions& o) {
+  SweSolverOptions s = base_solver_options(o);
+  s.dt_seconds = o.dt_hours * 3600.0 / static_cast<double>(swe_steps_per_state(o));
+  return s;
+}
+
+int64_t swe_spinup_steps(const SweDataOptions& o) {
+  const double dt = swe_solver_options(o).dt_seconds;
+  return static_cast<int64_t>(std::ceil(o.spinup_hours * 3600.0 / dt - 1e-9));
+}
+
+RandomKey swe_trajectory_key(uint64_t seed, int64_t index) {
+  GS_CHECK(index >= 0, "swe_trajectory_key: expected a trajectory index >= 0, got {}", index);
+  return {seed, (uint64_t{0x535745} << 32) + static_cast<uint64_t>(index)};
+}
+
+namespace {
+
+// Writes the run of trajectory `index` into `out` (T, 3, nlat, nlon).
+void run_trajectory(const SweSolver& solver, const SweDataOptions& o, int64_t index, int64_t steps_per_state,
+                    int64_t spinup_steps, const Tensor& out) {
+  SweTimeStepper stepper(solver, solver.random_initial_condition(swe_trajectory_key(o.seed, index), o.initial));
+  stepper.advance(spinup_steps);
+  const int64_t field = 3 * o.nlat * o.nlon;
+  for (int64_t t = 0; t < o.states_per_trajectory; ++t) {
+    if (t > 0) stepper.advance(steps_per_state);
+    const Tensor grid = solver.to_grid(stepper.state());  // (3, nlat, nlon) f64
+    const double* g = grid.data<double>();
+    dispatch_float(out.dtype(), "generate_swe_data", [&]<typename T>() {
+      T* dst = out.data<T>() + t * field;
+      for (int64_t i = 0; i < field; ++i) dst[i] = static_cast<T>(g[i]);
+    });
+  }
+}
+
+}  // namespace
+
+Tensor generate_swe_trajectory(const SweDataOptions& o, int64_t index) {
+  GS_CHECK(index >= 0, "generate_swe_trajectory: expected index >= 0, got {}", index);
+  const SweSolver solver(swe_solver_options(o));
+  Tensor out = empty({o.states_per_trajectory, 3, o.nlat, o.nlon}, o.dtype);
+  run_trajectory(solver, o, index, swe_steps_per_state(o), swe_spinup_steps(o), out);
+  return out;
+}
+
+TrajectoryData generate_swe_data(const SweDataOptions& o) {
+  const SweSolver solver(swe_solver_options(o));
+  const int64_t steps = swe_steps_per_state(o), spinup = swe_spinup_steps(o);
+  TrajectoryData data;
+  data.variables = {"geopotential", "vorticity", "divergence"};
+  data.units = {"m2 s-2", "s-1", "s-1"};
+  data.grid = o.grid;
+  data.nlat = o.nlat;
+  data.nlon = o.nlon;
+  data.dt_hours = o.dt_hours;
+  for (int64_t i = 0; i < o.n_trajectories; ++i)
+    data.trajectories.push_back(empty({o.states_per_trajectory, 3, o.nlat, o.nlon}, o.dtype));
+  // One tendency on this thread first, so the transforms' tables are built once, not by every
+  // thread at the same time.
+  (void)solver.tendency(solver.random_initial_condition(swe_trajectory_key(o.seed, 0), o.initial));
+
+  // Trajectories are independent and each runs on one thread with batch 1, so the values do not
+  // depend on the thread count or on n_trajectories. Errors are carried out of the parallel region.
+  std::exception_ptr error;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t i = 0; i < o.n_trajectories; ++i) {
+    try {
+      run_trajectory(solver, o, i, steps, spinup, data.trajectories[static_cast<size_t>(i)]);
+    } catch (...) {
+#pragma omp critical(gs_swe_data_error)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  return data;
+}
+
+}  // namespace gs::models

@@ -11,5 +11,6 @@ struct BenchOptions {
 
 int bench_engine(const BenchOptions& opt);
 int bench_sht(const BenchOptions& opt);
+int bench_train(const BenchOptions& opt);
 
 }  // namespace gs::tools

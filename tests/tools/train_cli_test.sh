@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# End-to-end checks of `gradsphere train` and `gradsphere rollout` on a tiny configuration:
+#   1. the loss falls over a short run;
+#   2. a run stopped half way and resumed ends with a checkpoint byte-identical to an uninterrupted one;
+#   3. a rollout from the checkpoint writes NetCDF and PNG maps;
+#   4. a diverging run (huge learning rate) stops with a clear message and keeps its last good checkpoint;
+#   5. configuration errors name the key.
+# Usage: train_cli_test.sh GRADSPHERE_BINARY
+set -euo pipefail
+gs="$1"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+export OMP_NUM_THREADS=1  # the test suite runs several programs at once on 2 cores
+
+fail() { echo "FAIL: $*"; exit 1; }
+
+cat > "$work/tiny.yaml" <<'YAML'
+seed: 3
+data:
+  source: swe
+  swe:
+    grid: legendre-gauss
+    nlat: 16
+    nlon: 32
+    dt_hours: 6
+    train_trajectories: 2
+    validation_trajectories: 1
+    states_per_trajectory: 10
+    spinup_hours: 6
+model:
+  type: sfno
+  embed_dim: 8
+  num_layers: 2
+  scale_factor: 1
+optimizer:
+  type: adam
+  lr: 3.0e-3
+schedule:
+  type: warmup_cosine
+  warmup_steps: 4
+training:
+  steps: 40
+  batch_size: 2
+  rollout_steps: 2
+  log_every: 1
+  checkpoint_every: 10
+validation:
+  every: 20
+  samples: 2
+  lead_steps: 2
+output:
+  maps: true
+  map_scale: 2
+YAML
+
+# 1. Uninterrupted run; the loss must fall.
+"$gs" train "$work/tiny.yaml" --out "$work/a" > "$work/a.log" 2>&1 || { cat "$work/a.log"; fail "training run failed"; }
+first=$(awk -F, 'NR==2 {print $2}' "$work/a/metrics.csv")
+last=$(awk -F, 'END {print $2}' "$work/a/metrics.csv")
+awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < 0.5 * f) }' || fail "loss did not fall by half: first $first, last $last"
+for f in checkpoint.safetensors metrics.csv validation.csv loss_curve.png skill_by_lead.png config.yaml; do
+  [[ -s "$work/a/$f" ]] || fail "missing $f"
+done
+ls "$work/a/maps/"*.png > /dev/null || fail "no maps written"
+echo "ok: loss fell from $first to $last"
+
+# 2. Interrupted after 17 steps, resumed: the final checkpoint must be byte-identical.
+"$gs" train "$work/tiny.yaml" --out "$work/b" --stop-after 17 > "$work/b1.log" 2>&1 || { cat "$work/b1.log"; fail "first half failed"; }
+grep -q "stopped at step 17" "$work/b1.log" || fail "expected 'stopped at step 17' in: $(cat "$work/b1.log")"
+"$gs" train "$work/tiny.yaml" --out "$work/b" --resume > "$work/b2.log" 2>&1 || { cat "$work/b2.log"; fail "resume failed"; }
+cmp "$work/a/checkpoint.safetensors" "$work/b/checkpoint.safetensors" || fail "resumed checkpoint differs from the uninterrupted one"
+echo "ok: interrupted + resumed run is bitwise identical"
+# Starting again over an existing run without --resume is refused.
+if "$gs" train "$work/tiny.yaml" --out "$work/b" > "$work/b3.log" 2>&1; then fail "training over an existing checkpoint was accepted"; fi
+grep -q "already holds a checkpoint" "$work/b3.log" || fail "unexpected message: $(cat "$work/b3.log")"
+
+# 3. Rollout from the checkpoint.
+"$gs" rollout "$work/a/checkpoint.safetensors" --steps 3 --samples 1 --out "$work/roll" > "$work/roll.log" 2>&1 \
+  || { cat "$work/roll.log"; fail "rollout failed"; }
+[[ -s "$work/roll/rollout.nc" && -s "$work/roll/truth.nc" ]] || fail "rollout NetCDF files missing"
+ls "$work/roll/maps/"*.png > /dev/null || fail "rollout maps missing"
+grep -q "RMSE" "$work/roll.log" || fail "rollout printed no scores: $(cat "$work/roll.log")"
+echo "ok: rollout wrote NetCDF and maps"
+
+# 4. Divergence: a huge learning rate makes the loss non-finite; the run stops, the checkpoint of
+#    step 10 stays.
+sed -e 's/lr: 3.0e-3/lr: 1.0e+30/' -e 's/warmup_steps: 4/warmup_steps: 0/' "$work/tiny.yaml" > "$work/nan.yaml"
+if "$gs" train "$work/nan.yaml" --out "$work/nan" > "$work/nan.log" 2>&1; then fail "a diverging run succeeded"; fi
+grep -q "training stopped at step" "$work/nan.log" || fail "no divergence message: $(cat "$work/nan.log")"
+echo "ok: divergence stops the run: $(grep -m1 'training stopped' "$work/nan.log")"
+
+# 5. Configuration errors name the key.
+sed -e 's/embed_dim: 8/embed_dimm: 8/' "$work/tiny.yaml" > "$work/typo.yaml"
+if "$gs" train "$work/typo.yaml" --out "$work/typo" > "$work/typo.log" 2>&1; then fail "a config typo was accepted"; fi
+grep -q "embed_dimm" "$work/typo.log" && grep -q "embed_dim" "$work/typo.log" || fail "typo message: $(cat "$work/typo.log")"
+sed -e 's/batch_size: 2/batch_size: two/' "$work/tiny.yaml" > "$work/type.yaml"
+if "$gs" train "$work/type.yaml" --out "$work/type" > "$work/type.log" 2>&1; then fail "a wrong type was accepted"; fi
+grep -q "training.batch_size" "$work/type.log" || fail "type message: $(cat "$work/type.log")"
+echo "ok: configuration errors name the key"
+echo "train-cli: all checks passed"

@@ -1,0 +1,108 @@
+#include "tools/train_run.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "ops/ops.h"
+#include "tools/run_outputs.h"
+
+namespace gs::tools {
+
+RunPaths::RunPaths(const std::filesystem::path& r)
+    : root(r),
+      checkpoint(r / "checkpoint.safetensors"),
+      config(r / "config.yaml"),
+      metrics(r / "metrics.csv"),
+      validation(r / "validation.csv"),
+      loss_curve(r / "loss_curve.png"),
+      skill_plot(r / "skill_by_lead.png"),
+      maps(r / "maps") {}
+
+void RunPaths::create() const { std::filesystem::create_directories(maps); }
+
+TrainingRun::TrainingRun(const TrainConfig& config, const dist::ProcessGrid& grid) : cfg_(config) {
+  const auto t0 = std::chrono::steady_clock::now();
+  data_ = load_training_data(cfg_);
+  data_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  model_ = build_model(cfg_, data_.train, grid);
+  model_->train();
+  stepper_ = std::make_unique<models::Stepper>(model_, build_optimizer(cfg_, *model_), data_.area_weights,
+                                               cfg_.training.stepper, build_schedule(cfg_));
+  validation_ = make_validation_set(data_.validation, data_.normalizer, cfg_.validation.samples,
+                                    cfg_.validation.lead_steps, cfg_.data.dtype);
+}
+
+std::string TrainingRun::describe() const {
+  const auto& t = data_.train;
+  int64_t states = 0;
+  for (const auto& tr : t.trajectories) states += tr.size(0);
+  std::string s = fmt::format("data: {} {} {}x{}, variables [{}], {} training trajectories ({} states, {} windows), "
+                              "{} validation trajectories, dt {:g} h ({:.1f} s)\n",
+                              cfg_.data.source, sphere::grid_name(t.grid), t.nlat, t.nlon,
+                              fmt::join(t.variables, ", "), t.trajectories.size(), states,
+                              data_.train_windows.size(), data_.validation.trajectories.size(), t.dt_hours,
+                              data_seconds_);
+  s += fmt::format("model: {} with {} parameters ({}), {}\n", model_->type_name(), model_->num_parameters(true),
+                   "real degrees of freedom", cfg_.data.dtype == DType::f64 ? "f64" : "f32");
+  s += fmt::format("optimizer: {} lr {:g}, schedule {}; {} steps of batch {} x {} rollout steps\n",
+                   stepper_->optimizer().type_name(), stepper_->optimizer().lr(), cfg_.schedule.type,
+                   cfg_.training.steps, cfg_.training.batch_size, cfg_.training.rollout_steps);
+  return s;
+}
+
+models::TrainResult TrainingRun::train_step() {
+  auto windows = batch_windows(data_.train_windows, cfg_.training.batch_size, cfg_.seed, step());
+  auto batch = models::make_batch(data_.train, data_.normalizer, windows, cfg_.training.rollout_steps, cfg_.data.dtype);
+  return stepper_->train_on_batch(batch);
+}
+
+ValidationScores TrainingRun::validate() {
+  model_->eval();
+  ValidationScores s = tools::validate(*stepper_, validation_, data_.normalizer, data_.area_weights,
+                                       data_.train.variables, data_.train.dt_hours, cfg_.training.batch_size);
+  model_->train();
+  if (auto* sched = stepper_->schedule()) sched->step_metric(s.loss);
+  return s;
+}
+
+models::Checkpoint TrainingRun::checkpoint() const {
+  models::Checkpoint c;
+  c.model = model_->state_dict();
+  c.optimizer = stepper_->training_state();
+  c.step = step();
+  c.rng.seed = cfg_.seed;
+  c.config = cfg_.text;
+  c.metadata[kMetaNormalizer] = normalizer_to_string(data_.normalizer);
+  c.metadata[kMetaVariables] = fmt::format("{}", fmt::join(data_.train.variables, ","));
+  return c;
+}
+
+void TrainingRun::restore(const models::Checkpoint& c) {
+  GS_CHECK(c.config == cfg_.text,
+           "resume: the configuration differs from the one the checkpoint was written with; resume with the same "
+           "file (the checkpoint's copy is config.yaml in the run directory)");
+  auto it = c.metadata.find(kMetaNormalizer);
+  GS_CHECK(it != c.metadata.end(), "resume: the checkpoint has no '{}' metadata", kMetaNormalizer);
+  GS_CHECK(it->second == normalizer_to_string(data_.normalizer),
+           "resume: the data's normalisation statistics differ from the checkpoint's ({} vs {}); the data changed",
+           normalizer_to_string(data_.normalizer), it->second);
+  model_->load_state_dict(c.model);
+  stepper_->load_training_state(c.optimizer);
+  GS_CHECK(stepper_->global_step() == c.step, "resume: the checkpoint's step {} disagrees with its stepper state ({})",
+           c.step, stepper_->global_step());
+}
+
+std::vector<std::filesystem::path> TrainingRun::write_validation_maps(const ValidationScores& s,
+                                                                      const std::filesystem::path& dir) const {
+  const Tensor truth = data_.normalizer.denormalize(select(validation_.truth, 0, 0));  // (n, C, H, W)
+  const Tensor pred = data_.normalizer.denormalize(select(s.prediction, 0, 0));
+  const int64_t n = truth.size(0);
+  std::vector<int64_t> leads = {0};
+  if (n > 1) leads.push_back(n - 1);
+  return write_maps(dir, truth, pred, data_.train.variables, leads, data_.train.dt_hours, cfg_.output.map_scale,
+                    fmt::format("step {}", step()));
+}
+
+}  // namespace gs::tools

@@ -1,0 +1,62 @@
+// One training run's state: the configuration, the data, the model, the stepper and the validation
+// set, with the operations the `train` command sequences (a step, a validation, a checkpoint and
+// its restoration), and the files of a run directory.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/checkpoint.h"
+#include "models/stepper.h"
+#include "tools/train_config.h"
+#include "tools/train_setup.h"
+#include "tools/validation.h"
+
+namespace gs::tools {
+
+struct RunPaths {
+  explicit RunPaths(const std::filesystem::path& root);
+  void create() const;  // the directory and maps/
+  std::filesystem::path root, checkpoint, config, metrics, validation, loss_curve, skill_plot, maps;
+};
+
+class TrainingRun {
+ public:
+  explicit TrainingRun(const TrainConfig& config, const dist::ProcessGrid& grid = {});
+
+  // Data, model (type, parameter count) and optimiser in a few lines.
+  std::string describe() const;
+  int64_t step() const { return stepper_->global_step(); }
+  // One optimizer step on the batch of the current step.
+  models::TrainResult train_step();
+  // Rollout validation (model in eval mode, back to train mode after); feeds the plateau schedule.
+  ValidationScores validate();
+  models::Checkpoint checkpoint() const;
+  // Loads weights, optimizer, schedule and step; refuses a checkpoint of another configuration or
+  // of data with other normalisation statistics.
+  void restore(const models::Checkpoint& ckpt);
+  // Maps of the first validation sample at the first and last lead, physical units.
+  std::vector<std::filesystem::path> write_validation_maps(const ValidationScores& scores,
+                                                           const std::filesystem::path& dir) const;
+
+  const TrainConfig& config() const { return cfg_; }
+  const TrainingData& data() const { return data_; }
+  models::Model& model() { return *model_; }
+  models::Stepper& stepper() { return *stepper_; }
+
+ private:
+  TrainConfig cfg_;
+  TrainingData data_;
+  std::shared_ptr<models::Model> model_;
+  std::unique_ptr<models::Stepper> stepper_;
+  ValidationSet validation_;
+  double data_seconds_ = 0;
+};
+
+// Checkpoint metadata keys that `rollout` reads back.
+inline constexpr const char* kMetaNormalizer = "normalizer";
+inline constexpr const char* kMetaVariables = "variables";
+
+}  // namespace gs::tools

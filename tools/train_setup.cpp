@@ -1,0 +1,168 @@
+#include "tools/train_setup.h"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "engine/random.h"
+#include "models/data/netcdf_io.h"
+#include "models/data/swe_data.h"
+#include "models/noise_sfno.h"
+#include "models/optim.h"
+#include "models/sfno.h"
+
+namespace gs::tools {
+namespace {
+
+std::vector<std::filesystem::path> as_paths(const std::vector<std::string>& files) {
+  return {files.begin(), files.end()};
+}
+
+}  // namespace
+
+models::TrajectoryData load_validation_data(const TrainConfig& c) {
+  if (c.data.source == "netcdf") return models::read_netcdf(as_paths(c.data.validation_files), c.data.netcdf);
+  models::SweDataOptions v = c.data.swe;
+  v.n_trajectories = c.data.validation_trajectories;
+  v.seed = c.data.validation_seed;
+  return models::generate_swe_data(v);
+}
+
+TrainingData load_training_data(const TrainConfig& c) {
+  TrainingData d;
+  if (c.data.source == "netcdf")
+    d.train = models::read_netcdf(as_paths(c.data.train_files), c.data.netcdf);
+  else
+    d.train = models::generate_swe_data(c.data.swe);
+  d.validation = load_validation_data(c);
+  d.train.validate();
+  d.validation.validate();
+  GS_CHECK(d.validation.variables == d.train.variables && d.validation.nlat == d.train.nlat &&
+               d.validation.nlon == d.train.nlon && d.validation.grid == d.train.grid,
+           "validation data ({} x {}, variables [{}]) does not match the training data ({} x {}, variables [{}])",
+           d.validation.nlat, d.validation.nlon, fmt::join(d.validation.variables, ", "), d.train.nlat, d.train.nlon,
+           fmt::join(d.train.variables, ", "));
+  d.normalizer = models::Normalizer::fit(d.train);
+  d.train_windows = models::list_windows(d.train, c.training.rollout_steps);
+  GS_CHECK(!d.train_windows.empty(),
+           "training.rollout_steps {} needs trajectories of at least {} states; the training data has fewer",
+           c.training.rollout_steps, c.training.rollout_steps + 1);
+  GS_CHECK(!models::list_windows(d.validation, c.validation.lead_steps).empty(),
+           "validation.lead_steps {} needs validation trajectories of at least {} states; they have fewer",
+           c.validation.lead_steps, c.validation.lead_steps + 1);
+  d.area_weights = sphere::area_weights_coslat(d.train.grid, d.train.nlat);
+  return d;
+}
+
+std::shared_ptr<models::Model> build_model(const TrainConfig& c, const models::TrajectoryData& data,
+                                           const dist::ProcessGrid& grid) {
+  const std::string grid_name(sphere::grid_name(data.grid));
+  if (c.model.type == "sfno") {
+    models::SfnoOptions o = c.model.sfno;
+    o.img_size = {data.nlat, data.nlon};
+    o.grid = grid_name;
+    o.in_chans = o.out_chans = data.channels();
+    return std::make_shared<models::SFNO>(o, grid);
+  }
+  models::NoiseSfnoOptions o = c.model.noise_sfno;
+  o.img_shape = {data.nlat, data.nlon};
+  o.data_grid = grid_name;
+  o.in_chans = o.out_chans = data.channels();
+  return std::make_shared<models::NoiseConditionedSFNO>(o, grid);
+}
+
+std::shared_ptr<models::Optimizer> build_optimizer(const TrainConfig& c, const models::Model& model) {
+  auto params = model.named_parameters();
+  if (c.optimizer.type == "sgd") return std::make_shared<models::SGD>(params, c.optimizer.sgd);
+  if (c.optimizer.type == "adamw") return std::make_shared<models::AdamW>(params, c.optimizer.adam);
+  return std::make_shared<models::Adam>(params, c.optimizer.adam);
+}
+
+std::shared_ptr<models::LrSchedule> build_schedule(const TrainConfig& c) {
+  const double lr = c.optimizer.type == "sgd" ? c.optimizer.sgd.lr : c.optimizer.adam.lr;
+  const auto& s = c.schedule;
+  if (s.type == "warmup_cosine") {
+    GS_CHECK(s.warmup_steps < c.training.steps,
+             "schedule.warmup_steps: expected fewer than training.steps ({}), got {}", c.training.steps,
+             s.warmup_steps);
+    return std::make_shared<models::WarmupCosineLr>(models::WarmupCosineOptions{
+        .base_lr = lr, .min_lr = s.min_lr, .warmup_steps = s.warmup_steps, .total_steps = c.training.steps});
+  }
+  if (s.type == "step") return std::make_shared<models::StepLr>(lr, s.step_size, s.gamma);
+  if (s.type == "reduce_on_plateau")
+    return std::make_shared<models::ReduceLrOnPlateau>(models::PlateauOptions{.base_lr = lr,
+                                                                              .factor = s.factor,
+                                                                              .patience = s.patience,
+                                                                              .threshold = s.threshold,
+                                                                              .cooldown = s.cooldown,
+                                                                              .min_lr = s.min_lr});
+  return std::make_shared<models::ConstantLr>(lr);
+}
+
+std::vector<Window> batch_windows(const std::vector<Window>& windows, int64_t batch_size, uint64_t seed,
+                                  int64_t step) {
+  GS_CHECK(!windows.empty() && batch_size >= 1 && step >= 0,
+           "batch_windows: expected windows, batch_size >= 1 and step >= 0, got {} windows, batch {}, step {}",
+           windows.size(), batch_size, step);
+  const int64_t n = static_cast<int64_t>(windows.size());
+  // The epoch permutation is recomputed per call (n is small next to a training step's work).
+  auto permutation = [&](int64_t epoch) {
+    std::vector<int64_t> p(n);
+    std::iota(p.begin(), p.end(), 0);
+    const RandomKey key{seed, 0x6261746368ULL ^ (static_cast<uint64_t>(epoch) << 40)};  // "batch"
+    for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates with counter-based draws
+      auto w = philox4x32(key, static_cast<uint64_t>(i));
+      const int64_t j = static_cast<int64_t>(uniform_f64(w[0], w[1]) * static_cast<double>(i + 1));
+      std::swap(p[i], p[std::min(j, i)]);
+    }
+    return p;
+  };
+  std::vector<Window> out;
+  int64_t pos = step * batch_size, cached_epoch = -1;
+  std::vector<int64_t> perm;
+  for (int64_t k = 0; k < batch_size; ++k, ++pos) {
+    const int64_t epoch = pos / n;
+    if (epoch != cached_epoch) perm = permutation(epoch), cached_epoch = epoch;
+    out.push_back(windows[perm[pos % n]]);
+  }
+  return out;
+}
+
+std::string normalizer_to_string(const models::Normalizer& n) {
+  auto join = [](const std::vector<double>& v) {
+    std::string s;
+    for (double x : v) s += (s.empty() ? "" : ",") + fmt::format("{:.17g}", x);
+    return s;
+  };
+  return "mean=" + join(n.mean) + ";std=" + join(n.std);
+}
+
+models::Normalizer normalizer_from_string(const std::string& s) {
+  models::Normalizer n;
+  auto parse = [&](const std::string& prefix, std::vector<double>& out) {
+    auto b = s.find(prefix);
+    GS_CHECK(b != std::string::npos, "normaliser metadata: expected '{}...', got '{}'", prefix, s);
+    b += prefix.size();
+    auto e = s.find(';', b);
+    std::stringstream ss(s.substr(b, e == std::string::npos ? std::string::npos : e - b));
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      try {
+        out.push_back(std::stod(item));
+      } catch (const std::exception&) {
+        fail("normaliser metadata: '{}' is not a number (in '{}')", item, s);
+      }
+    }
+  };
+  parse("mean=", n.mean);
+  parse("std=", n.std);
+  GS_CHECK(!n.mean.empty() && n.mean.size() == n.std.size(),
+           "normaliser metadata: expected as many means as standard deviations, got {} and {}", n.mean.size(),
+           n.std.size());
+  return n;
+}
+
+}  // namespace gs::tools

@@ -1,0 +1,42 @@
+// Validation by autoregressive rollout: from evenly spread initial states of the validation set,
+// roll the model out lead_steps steps and score every lead with the area-weighted RMSE per variable
+// (physical units), next to persistence (the initial state as the forecast for every lead).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/data/dataset.h"
+#include "models/stepper.h"
+
+namespace gs::tools {
+
+struct ValidationSet {
+  Tensor input;   // (S, C, H, W) normalised
+  Tensor truth;   // (S, n, C, H, W) normalised
+};
+
+// `samples` windows of lead_steps + 1 states spread evenly over all validation windows (fewer when
+// there are fewer windows).
+ValidationSet make_validation_set(const models::TrajectoryData& data, const models::Normalizer& norm,
+                                  int64_t samples, int64_t lead_steps, DType dtype);
+
+struct ValidationScores {
+  std::vector<std::string> variables;
+  std::vector<double> lead_hours;                // per lead
+  std::vector<std::vector<double>> rmse;         // [lead][variable], physical units
+  std::vector<std::vector<double>> persistence;  // [lead][variable]
+  // Area-weighted MSE in normalised units averaged over leads and variables: the number the
+  // reduce-on-plateau schedule and the loss curve use.
+  double loss = 0;
+  Tensor prediction;  // (S, n, C, H, W) normalised, for the maps
+};
+
+ValidationScores validate(models::Stepper& stepper, const ValidationSet& set, const models::Normalizer& norm,
+                          const std::vector<double>& area_weights, const std::vector<std::string>& variables,
+                          double dt_hours, int64_t batch_size);
+
+// "lead 24h: geopotential 12.3 (persistence 45.6) ..." lines, one per lead.
+std::string format_scores(const ValidationScores& s);
+
+}  // namespace gs::tools
