@@ -17,6 +17,7 @@
 
 #include "engine/tensor.h"
 #include "models/module.h"
+#include "ops/gelu_fused.h"
 #include "ops/sphere/sht.h"
 #include "ops/sphere/spectral_conv.h"
 
@@ -87,16 +88,7 @@ Activation parse_activation(std::string_view name);
 std::string_view activation_name(Activation a);
 Tensor activate(const Tensor& x, Activation a);
 
-// GELU (erf form, as nn.GELU()) with one fused pass forward and one backward, for f32 and f64.
-// gs::gelu computes erf with libm per element and builds its derivative from eight elementwise
-// ops; in an SFNO training step that was more than half of the time. Here f32 uses a polynomial
-// erf (Abramowitz-Stegun 7.1.26, |error| <= 1.5e-7, as PyTorch's vectorised CPU erf) with an
-// inlined exp, so the loops vectorise; f64 keeps std::erf (gradcheck precision). Under
-// create_graph the backward is the same formula in differentiable ops, so double backward works.
-// With a bias (C) and x (B, C, ...), computes gelu(x + bias) in the same pass, and its backward
-// sums the bias gradient in the same pass too (the first layer of an MLP: conv1x1 without bias,
-// then this). (A candidate for ops/; it lives here because models/ may not edit ops/.)
-Tensor gelu_fused(const Tensor& x, const Tensor& bias = {});
+// gelu_fused (the MLP's activation with its first bias folded in) lives in ops/gelu_fused.h.
 
 // ---- containers
 

@@ -29,6 +29,7 @@ struct TrainArgs {
   std::string config;
   std::string out;
   bool resume = false;
+  bool overwrite = false;
   int64_t stop_after = 0;
 };
 
@@ -66,8 +67,16 @@ int run_train(const TrainArgs& args) {
   TrainConfig cfg = load_train_config(args.config);
   if (!args.out.empty()) cfg.output.dir = args.out;
   const RunPaths paths(cfg.output.dir);
+  GS_CHECK(!(args.resume && args.overwrite), "train: --resume and --overwrite exclude each other");
+  if (args.overwrite) {
+    // Only the files a run writes; anything else the user put in the directory stays.
+    for (const fs::path& p : {paths.checkpoint, paths.metrics, paths.validation, paths.loss_curve, paths.skill_plot})
+      fs::remove(p);
+    fs::remove_all(paths.maps);
+  }
   GS_CHECK(args.resume || !fs::exists(paths.checkpoint),
-           "train: {} already holds a checkpoint; pass --resume to continue that run, or choose another --out",
+           "train: {} already holds a checkpoint; pass --resume to continue that run, --overwrite to start it "
+           "afresh, or choose another --out",
            cfg.output.dir);
   GS_CHECK(!args.resume || fs::exists(paths.checkpoint), "train --resume: no checkpoint at {}",
            paths.checkpoint.string());
@@ -111,9 +120,9 @@ int run_train(const TrainArgs& args) {
       bar.finish();
       std::signal(SIGINT, old_int);
       std::signal(SIGTERM, old_term);
-      fail("training stopped at step {}: {}\nThe weights of that step were not changed. {}. Lower optimizer.lr or set "
+      fail("training stopped: {}\nThe weights were not changed by that step. {}. Lower optimizer.lr or set "
            "training.clip_grad_norm, then resume.",
-           r.step + 1, r.report,
+           r.report,
            last_checkpoint >= 0 ? fmt::format("The last good checkpoint is {} (step {})", paths.checkpoint.string(),
                                               last_checkpoint)
                                 : std::string("No checkpoint was written yet"));
@@ -174,6 +183,9 @@ void add_train_command(CLI::App& app, CommandRegistry& commands) {
   sub->add_option("config", args->config, "Configuration file (see tools/configs/swe_small.yaml)")->required();
   sub->add_option("--out", args->out, "Run directory (default: output.dir of the configuration)");
   sub->add_flag("--resume", args->resume, "Continue the run whose checkpoint is in the run directory");
+  sub->add_flag("--overwrite", args->overwrite,
+                "Start afresh in a run directory that holds an earlier run (its checkpoint, metrics and pictures are "
+                "replaced)");
   sub->add_option("--stop-after", args->stop_after,
                   "Stop after this many steps of this invocation, with a checkpoint, as an interruption would")
       ->check(CLI::NonNegativeNumber);

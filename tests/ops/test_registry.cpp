@@ -26,6 +26,8 @@ const std::vector<std::string> kExpectedOps = {
     // ops/elementwise_unary.cpp (sign is not differentiable and is not registered)
     "neg", "exp", "log", "sqrt", "rsqrt", "abs", "abs_complex", "tanh", "sigmoid", "relu", "erf", "gelu",
     "gelu_tanh", "silu", "square",
+    // ops/gelu_fused.cpp
+    "gelu_fused", "gelu_bias_fused",
     // ops/compare.cpp
     "where",
     // ops/complex_ops.cpp

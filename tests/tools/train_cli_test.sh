@@ -73,6 +73,9 @@ echo "ok: interrupted + resumed run is bitwise identical"
 # Starting again over an existing run without --resume is refused.
 if "$gs" train "$work/tiny.yaml" --out "$work/b" > "$work/b3.log" 2>&1; then fail "training over an existing checkpoint was accepted"; fi
 grep -q "already holds a checkpoint" "$work/b3.log" || fail "unexpected message: $(cat "$work/b3.log")"
+# --overwrite starts afresh and ends where the first run ended.
+"$gs" train "$work/tiny.yaml" --out "$work/b" --overwrite > "$work/b4.log" 2>&1 || { cat "$work/b4.log"; fail "--overwrite failed"; }
+cmp "$work/a/checkpoint.safetensors" "$work/b/checkpoint.safetensors" || fail "an --overwrite run differs from the first run"
 
 # 3. Rollout from the checkpoint.
 "$gs" rollout "$work/a/checkpoint.safetensors" --steps 3 --samples 1 --out "$work/roll" > "$work/roll.log" 2>&1 \
@@ -82,11 +85,13 @@ ls "$work/roll/maps/"*.png > /dev/null || fail "rollout maps missing"
 grep -q "RMSE" "$work/roll.log" || fail "rollout printed no scores: $(cat "$work/roll.log")"
 echo "ok: rollout wrote NetCDF and maps"
 
-# 4. Divergence: a huge learning rate makes the loss non-finite; the run stops, the checkpoint of
-#    step 10 stays.
+# 4. Divergence: a huge learning rate makes the loss of the second step infinite; the run stops with
+#    a message and writes no checkpoint of the broken state (the weights were never changed).
 sed -e 's/lr: 3.0e-3/lr: 1.0e+30/' -e 's/warmup_steps: 4/warmup_steps: 0/' "$work/tiny.yaml" > "$work/nan.yaml"
 if "$gs" train "$work/nan.yaml" --out "$work/nan" > "$work/nan.log" 2>&1; then fail "a diverging run succeeded"; fi
-grep -q "training stopped at step" "$work/nan.log" || fail "no divergence message: $(cat "$work/nan.log")"
+grep -q "training stopped: step" "$work/nan.log" || fail "no divergence message: $(cat "$work/nan.log")"
+grep -q "No checkpoint was written yet" "$work/nan.log" || fail "no checkpoint note: $(cat "$work/nan.log")"
+[[ ! -e "$work/nan/checkpoint.safetensors" ]] || fail "a checkpoint was written after the loss diverged"
 echo "ok: divergence stops the run: $(grep -m1 'training stopped' "$work/nan.log")"
 
 # 5. Configuration errors name the key.
