@@ -85,6 +85,37 @@ ls "$work/roll/maps/"*.png > /dev/null || fail "rollout maps missing"
 grep -q "RMSE" "$work/roll.log" || fail "rollout printed no scores: $(cat "$work/roll.log")"
 echo "ok: rollout wrote NetCDF and maps"
 
+# 3b. Training from NetCDF: the rollout's truth file (CF coordinates, 4 states) as data, and the
+#     stochastic model.
+cat > "$work/nc.yaml" <<YAML
+seed: 1
+data:
+  source: netcdf
+  netcdf:
+    train_files: [$work/roll/truth.nc]
+    validation_files: [$work/roll/truth.nc]
+    variables: [vorticity, geopotential]
+model:
+  type: noise_sfno
+  embed_dim: 8
+  noise_embed_dim: 4
+  num_layers: 2
+training:
+  steps: 6
+  batch_size: 2
+  rollout_steps: 2
+validation:
+  samples: 2
+  lead_steps: 2
+output:
+  maps: false
+YAML
+"$gs" train "$work/nc.yaml" --out "$work/nc" > "$work/nc.log" 2>&1 || { cat "$work/nc.log"; fail "training from NetCDF failed"; }
+grep -q "data: netcdf legendre-gauss 16x32, variables \[vorticity, geopotential\]" "$work/nc.log" \
+  || fail "unexpected data line: $(grep data: "$work/nc.log")"
+grep -q "NoiseConditionedSFNO" "$work/nc.log" || fail "expected the noise-conditioned model: $(cat "$work/nc.log")"
+echo "ok: trained a NoiseConditionedSFNO from NetCDF files"
+
 # 4. Divergence: a huge learning rate makes the loss of the second step infinite; the run stops with
 #    a message and writes no checkpoint of the broken state (the weights were never changed).
 sed -e 's/lr: 3.0e-3/lr: 1.0e+30/' -e 's/warmup_steps: 4/warmup_steps: 0/' "$work/tiny.yaml" > "$work/nan.yaml"
