@@ -25,7 +25,10 @@ The model is torch-harmonics' example SFNO, torch_harmonics.examples.models.Sphe
             It covers parameters, Adam state, activations saved for backward, gradients, the SHT
             tables, and what the allocator keeps, plus pages of library code first touched by the
             step, so it is an upper bound on the tensor memory. tracemalloc cannot see torch's CPU
-            tensors, which are allocated in C++. MB = 1e6 bytes.
+            tensors, which are allocated in C++. MB = 1e6 bytes. gradsphere reports its allocator's
+            high-water mark instead (tensor bytes only), so the two peak columns are not the same
+            measure: read torch's as an upper bound next to gradsphere's exact figure.
+  steps     as many as fit in --budget seconds (5 to 41), cut at 4x the budget if steps slow down.
   threads   torch.set_num_threads(--threads) and OMP_NUM_THREADS / MKL_NUM_THREADS for both sides.
 
 gradsphere: `build/tools/gradsphere bench train --csv FILE` is run with the same OMP_NUM_THREADS
@@ -180,6 +183,7 @@ def main():
     cases = QUICK_CASES if args.quick else CASES
     print(f"torch {torch.__version__}, torch-harmonics {torch_harmonics.__version__}, {args.threads} threads")
     print(f"before: {load_average()}\n")
+    load_before = os.getloadavg()[0]  # the "after" figure includes this script's own threads
     torch_res = {}
     for c in cases:
         torch_res[c] = torch_case(c, args.threads, args.budget)
@@ -192,12 +196,13 @@ def main():
     elif not args.no_gradsphere:
         gs = run_gradsphere(args.gradsphere, args.threads, args.quick)
     print(f"\nafter: {load_average()}\n")
-    load1, ncpu = os.getloadavg()[0], os.cpu_count() or 1
-    if load1 + args.threads > ncpu + 0.5:
+    ncpu = os.cpu_count() or 1
+    if load_before + args.threads > ncpu + 1:
         # OpenMP threads that wait for one another at every parallel region suffer most from
         # sharing cores: on a busy machine, multi-thread timings can be inflated many times over.
-        print(f"warning: busy machine (1-min load {load1:.2f} on {ncpu} CPUs, {args.threads} threads asked): "
-              "timings are inflated, multi-threaded ones most; compare with --threads 1 or rerun when idle\n")
+        print(f"warning: busy machine (1-min load {load_before:.2f} before the run on {ncpu} CPUs, "
+              f"{args.threads} threads asked): timings are inflated, multi-threaded ones most; "
+              "compare with --threads 1 or rerun when idle\n")
 
     print("| case (nlat x nlon, embed, layers, batch) | torch ms/step | gradsphere ms/step | torch / gradsphere "
           "| torch peak MB | gradsphere peak MB |")

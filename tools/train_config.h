@@ -1,7 +1,7 @@
 // The training configuration of `gradsphere train` (YAML, read strictly through ConfigNode): what
 // data, which model, how to optimise, how to validate, where to write. Every section maps onto the
 // option structs of models/, so the defaults here are the library's defaults. The reference file
-// is tools/configs/swe_small.yaml; the accepted keys are listed in tools/README.md.
+// is tools/configs/swe_small.yaml; every accepted key is listed in tools/configs/README.md.
 #pragma once
 #include <cstdint>
 #include <optional>

@@ -8,6 +8,10 @@
 
 #include "engine/error.h"
 #include "tools/config.h"
+#include "tests/test_util.h"
+
+using gs_test::contains;
+using gs_test::error_of;
 
 using gs::tools::ConfigNode;
 using gs::tools::Count;
@@ -15,18 +19,6 @@ using gs::tools::IntRange;
 using gs::tools::RealRange;
 
 namespace {
-
-// The message of the gs::Error that f throws ("" when it does not throw).
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const gs::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 const char* kModel = R"(# a small schema
 model:

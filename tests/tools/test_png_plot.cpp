@@ -11,6 +11,10 @@
 #include "engine/tensor.h"
 #include "tools/plot.h"
 #include "tools/png_image.h"
+#include "tests/test_util.h"
+
+using gs_test::contains;
+using gs_test::error_of;
 
 using namespace gs::tools;
 namespace fs = std::filesystem;
@@ -41,15 +45,6 @@ Decoded read_png(const std::string& path) {
 
 std::string temp_png(const std::string& name) {
   return (fs::temp_directory_path() / ("gs_test_" + name + ".png")).string();
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const gs::Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 gs::Tensor tensor_from(const std::vector<double>& v, gs::Shape shape, gs::DType dt) {

@@ -12,20 +12,15 @@
 #include "engine/error.h"
 #include "tools/metrics_csv.h"
 #include "tools/progress.h"
+#include "tests/test_util.h"
+
+using gs_test::contains;
+using gs_test::error_of;
 
 using namespace gs::tools;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const gs::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Everything written to a FILE* so far.
 std::string contents(std::FILE* f) {
