@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <map>
 #include <mutex>
 #include <vector>
 #include <cstdlib>
@@ -11,25 +12,35 @@
 namespace gs {
 namespace {
 
-// Small blocks (<= 64 KiB) are recycled through per-size-class free lists: the tape allocates and
-// frees many tiny tensors (scalars, gradients of small parameters), and going to malloc for each
-// costs more than the arithmetic. Large blocks go straight to aligned_alloc / free.
+// Freed blocks are kept for reuse instead of going back to the system:
+// - small blocks (<= 64 KiB) in per-size-class free lists: the tape allocates and frees many tiny
+//   tensors (scalars, gradients of small parameters), and malloc for each costs more than the
+//   arithmetic;
+// - large blocks by size class (8 classes per power of two, at most 12.5% slack) up to
+//   kMaxCachedLarge bytes in all: a training step allocates the same activation sizes every
+//   step, and returning them to the system made every step page-fault its memory in again (6-20%
+//   of an SFNO step). Like PyTorch's caching allocator, this trades resident memory for speed;
+//   bytes_in_use and peak_bytes count only live tensors.
+// Under AddressSanitizer nothing is cached, so a use after free is still caught.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kCacheBlocks = false;
+#else
+constexpr bool kCacheBlocks = true;
+#endif
+
 class CpuAllocator final : public Allocator {
  public:
   static constexpr size_t kMinClass = 64, kMaxClass = 64 * 1024, kMaxCachedPerClass = 256;
+  static constexpr size_t kMaxCachedLarge = size_t{1} << 30;
 
   void* allocate(size_t nbytes) override {
-    size_t rounded = round_up(nbytes);
-    void* p = nullptr;
-    if (rounded <= kMaxClass) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto& list = free_[class_index(rounded)];
-      if (!list.empty()) {
-        p = list.back();
-        list.pop_back();
-      }
-    }
+    const size_t rounded = round_up(nbytes);
+    void* p = kCacheBlocks ? take_cached(rounded) : nullptr;
     if (!p) p = std::aligned_alloc(64, rounded);
+    if (!p) {
+      release_large_cache();  // the cache may hold what the system lacks; try once more
+      p = std::aligned_alloc(64, rounded);
+    }
     if (!p) fail("out of CPU memory: could not allocate {} bytes", nbytes);
     size_t now = in_use_.fetch_add(nbytes) + nbytes;
     size_t peak = peak_.load();
@@ -39,12 +50,18 @@ class CpuAllocator final : public Allocator {
   }
   void deallocate(void* p, size_t nbytes) override {
     in_use_.fetch_sub(nbytes);
-    size_t rounded = round_up(nbytes);
-    if (rounded <= kMaxClass) {
+    const size_t rounded = round_up(nbytes);
+    if (kCacheBlocks) {
       std::lock_guard<std::mutex> lock(mutex_);
-      auto& list = free_[class_index(rounded)];
-      if (list.size() < kMaxCachedPerClass) {
-        list.push_back(p);
+      if (rounded <= kMaxClass) {
+        auto& list = free_[class_index(rounded)];
+        if (list.size() < kMaxCachedPerClass) {
+          list.push_back(p);
+          return;
+        }
+      } else if (cached_large_bytes_ + rounded <= kMaxCachedLarge) {
+        large_.emplace(rounded, p);
+        cached_large_bytes_ += rounded;
         return;
       }
     }
@@ -56,13 +73,39 @@ class CpuAllocator final : public Allocator {
   ~CpuAllocator() override {
     for (auto& list : free_)
       for (void* p : list) std::free(p);
+    release_large_cache();
   }
 
  private:
-  // Powers of two from 64 B to 64 KiB; larger sizes to a multiple of 64.
+  void* take_cached(size_t rounded) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (rounded <= kMaxClass) {
+      auto& list = free_[class_index(rounded)];
+      if (list.empty()) return nullptr;
+      void* p = list.back();
+      list.pop_back();
+      return p;
+    }
+    auto it = large_.find(rounded);
+    if (it == large_.end()) return nullptr;
+    void* p = it->second;
+    large_.erase(it);
+    cached_large_bytes_ -= rounded;
+    return p;
+  }
+  void release_large_cache() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [size, p] : large_) std::free(p);
+    large_.clear();
+    cached_large_bytes_ = 0;
+  }
+  // Powers of two from 64 B to 64 KiB; above, 8 classes per power of two (multiples of 64).
   static size_t round_up(size_t n) {
     n = std::max<size_t>(n, 1);
-    if (n > kMaxClass) return (n + 63) / 64 * 64;
+    if (n > kMaxClass) {
+      const size_t step = std::max<size_t>(64, std::bit_floor(n) / 8);
+      return (n + step - 1) / step * step;
+    }
     size_t c = kMinClass;
     while (c < n) c <<= 1;
     return c;
@@ -72,6 +115,8 @@ class CpuAllocator final : public Allocator {
   std::atomic<size_t> in_use_{0}, peak_{0};
   std::mutex mutex_;
   std::vector<void*> free_[11];
+  std::multimap<size_t, void*> large_;  // rounded size -> block
+  size_t cached_large_bytes_ = 0;
 };
 
 CpuAllocator& cpu_allocator() {

@@ -1,6 +1,8 @@
 // Tensors: metadata, views sharing storage and the version counter, copies, casts, factories,
 // printing, and the errors bad input gets.
 #include <sstream>
+#include <cstdint>
+#include <cstring>
 
 #include "tests/engine/engine_test_util.h"
 
@@ -334,4 +336,22 @@ TEST_CASE("tensor: bad input gets an error that says what was expected and what 
   CHECK(has(error_of([&] { narrow(t, 1, 2, 2); }), "start 2 and length 2 do not fit in dim 1 of size 3"));
   CHECK(has(error_of([&] { add(t, Tensor()); }), "undefined"));
   CHECK(has(error_of([&] { copy_values(t, zeros({4}, DType::f64)); }), "source (4,) cannot be broadcast to destination (2, 3)"));
+}
+
+TEST_CASE("CPU allocator: large blocks are reused and counted only while live") {
+  gs::Allocator& a = gs::allocator_for(gs::DeviceType::cpu);
+  const size_t before = a.bytes_in_use();
+  const size_t n = 3 * 1024 * 1024 + 17;  // a large, odd size
+  void* p = a.allocate(n);
+  CHECK(a.bytes_in_use() == before + n);
+  CHECK(reinterpret_cast<uintptr_t>(p) % 64 == 0);
+  std::memset(p, 1, n);
+  a.deallocate(p, n);
+  CHECK(a.bytes_in_use() == before);
+  void* q = a.allocate(n - 5);  // same size class
+#if !defined(__SANITIZE_ADDRESS__)
+  CHECK(q == p);  // the freed block came back instead of a fresh mapping
+#endif
+  a.deallocate(q, n - 5);
+  CHECK(a.bytes_in_use() == before);
 }
