@@ -49,8 +49,8 @@ struct NetcdfWriteOptions {
   std::string history;                                 // appended after the "created by gradsphere" line
   std::string reference_time = "2000-01-01 00:00:00";  // time units: "hours since <reference_time>"
   double start_hours = 0.0;                            // time of state 0 after the reference
-  std::vector<std::string> long_names;                 // one per variable, or empty (the variable names)
-  std::map<std::string, std::string> attributes;       // extra global attributes
+  std::vector<std::string> long_names = {};               // one per variable, or empty (the variable names)
+  std::map<std::string, std::string> attributes = {};     // extra global attributes
   int deflate_level = 0;                               // 0 (none) to 9
 };
 

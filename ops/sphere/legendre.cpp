@@ -20,14 +20,9 @@ namespace {
 
 constexpr double kPi = std::numbers::pi;
 
-// Below 2^-600 a value is kept scaled; from there on the recurrence cannot push it to subnormals.
-constexpr int kFoldExponent = -600;
-
-// mant * 2^exp with mant in [0.5, 1) or 0.
-struct ScaledValue {
-  double mant;
-  int exp;
-};
+using detail::advance_diagonal;
+using detail::kFoldExponent;
+using detail::ScaledValue;
 
 ScaledValue scaled(double v) {
   ScaledValue s{};
@@ -35,30 +30,10 @@ ScaledValue scaled(double v) {
   return s;
 }
 
-// Pbar_{k-1}^{k-1} -> Pbar_k^k. The one place the diagonal is advanced, so legendre_table and
-// legendre_table_for_m agree bitwise.
-void advance_diagonal(ScaledValue& v, int64_t k, double sin_theta) {
-  const double kd = static_cast<double>(k);
-  int e = 0;
-  v.mant = std::frexp(v.mant * (std::sqrt((2.0 * kd + 1.0) / (2.0 * kd)) * sin_theta), &e);
-  v.exp += e;
-}
+double seed_00(const LegendreSpec& spec) { return detail::seed_00(spec.norm, spec.inverse); }
 
-// Pbar_0^0 of the requested table; torch-harmonics scales the seed and nothing else for four-pi.
-double seed_00(const LegendreSpec& spec) {
-  const double four_pi_factor = spec.norm == Normalization::ortho ? 1.0 : std::sqrt(4.0 * kPi);
-  return (spec.inverse ? 1.0 / four_pi_factor : four_pi_factor) / std::sqrt(4.0 * kPi);
-}
-
-// What multiplies the recurrence's row l of order m on output: the Condon-Shortley sign and the
-// Schmidt degree factor.
 double row_factor(const LegendreSpec& spec, int64_t m, int64_t l) {
-  double f = (spec.csphase && m % 2 == 1) ? -1.0 : 1.0;
-  if (spec.norm == Normalization::schmidt) {
-    const double root = std::sqrt(2.0 * static_cast<double>(l) + 1.0);
-    f = spec.inverse ? f * root : f / root;
-  }
-  return f;
+  return detail::row_factor(spec.norm, spec.csphase, spec.inverse, m, l);
 }
 
 std::vector<double> sin_theta_of(const std::vector<double>& x) {
@@ -186,5 +161,30 @@ std::vector<double> legendre_table_for_m(const LegendreSpec& spec, const std::ve
   fill_block(spec, cos_theta, m, diagonal, block.data());
   return block;
 }
+
+namespace detail {
+
+void advance_diagonal(ScaledValue& v, int64_t k, double sin_theta) {
+  const double kd = static_cast<double>(k);
+  int e = 0;
+  v.mant = std::frexp(v.mant * (std::sqrt((2.0 * kd + 1.0) / (2.0 * kd)) * sin_theta), &e);
+  v.exp += e;
+}
+
+double seed_00(Normalization norm, bool inverse) {
+  const double four_pi_factor = norm == Normalization::ortho ? 1.0 : std::sqrt(4.0 * kPi);
+  return (inverse ? 1.0 / four_pi_factor : four_pi_factor) / std::sqrt(4.0 * kPi);
+}
+
+double row_factor(Normalization norm, bool csphase, bool inverse, int64_t m, int64_t l) {
+  double f = (csphase && m % 2 == 1) ? -1.0 : 1.0;
+  if (norm == Normalization::schmidt) {
+    const double root = std::sqrt(2.0 * static_cast<double>(l) + 1.0);
+    f = inverse ? f * root : f / root;
+  }
+  return f;
+}
+
+}  // namespace detail
 
 }  // namespace gs::sphere

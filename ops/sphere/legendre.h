@@ -60,4 +60,22 @@ std::vector<double> legendre_table(const LegendreSpec& spec, const std::vector<d
 // for callers and tests that need a few orders of a large table.
 std::vector<double> legendre_table_for_m(const LegendreSpec& spec, const std::vector<double>& cos_theta, int64_t m);
 
+// Shared by the tables (legendre.cpp) and the on-the-fly path (legendre_recurrence.cpp), so both
+// compute the same values with the same operations.
+namespace detail {
+// Below 2^-600 a value is kept scaled; from there on the recurrence cannot push it to subnormals.
+inline constexpr int kFoldExponent = -600;
+// mant * 2^exp with mant in [0.5, 1) or 0: the diagonal Pbar_m^m underflows f64 near the poles.
+struct ScaledValue {
+  double mant;
+  int exp;
+};
+// Pbar_{k-1}^{k-1} -> Pbar_k^k.
+void advance_diagonal(ScaledValue& v, int64_t k, double sin_theta);
+// Pbar_0^0 of a table; torch-harmonics scales the seed and nothing else for four-pi.
+double seed_00(Normalization norm, bool inverse);
+// The output factor of row l of order m: the Condon-Shortley sign and the Schmidt degree factor.
+double row_factor(Normalization norm, bool csphase, bool inverse, int64_t m, int64_t l);
+}  // namespace detail
+
 }  // namespace gs::sphere

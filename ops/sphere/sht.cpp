@@ -25,6 +25,8 @@
 // within its range a thread works on chunks of up to 64 orders: it packs them into a workspace
 // where the orders of one row sit side by side (Chunk below), runs one single-threaded GEMM pair
 // per order on strided views of it, and scatters the results back.
+// For few fields and large lmax the table is not read at all: legendre_recurrence.h computes the
+// same contractions with Pbar_l^m generated on the fly (contract() picks the path per call).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // Eigen's GEMM under -march=native (see linalg.cpp)
 #endif
@@ -45,13 +47,16 @@
 #include "ops/shape_ops.h"
 #include "ops/sphere/fft.h"
 #include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/legendre_recurrence.h"
+#include "ops/sphere/sht_common.h"
 
 namespace gs::sphere {
 namespace {
 
-enum class Direction { to_degree, to_latitude };
-
-Direction flip(Direction d) { return d == Direction::to_degree ? Direction::to_latitude : Direction::to_degree; }
+using detail::check_spec;
+using detail::Direction;
+using detail::flip;
+using detail::table_key;
 
 // Orders packed together: at most kMaxChunk, fewer when the chunk's workspace would pass
 // kChunkBytes. Each input row is read in segments of up to kMaxChunk values, long enough for the
@@ -67,10 +72,6 @@ constexpr int64_t kSerialWork = 1 << 18;
 // memory-bound element moves each.
 constexpr int64_t kPackCost = 4;
 
-template <typename T>
-using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <typename T>
-using ColMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 template <typename T, int Order>
 using StridedMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, Eigen::Unaligned, Eigen::OuterStride<>>;
 template <typename T, int Order>
@@ -112,24 +113,15 @@ int64_t chunk_orders(const Dims& d) {
 }
 int64_t scratch_per_thread(const Dims& d, int64_t chunk) { return chunk * (d.nlat + d.lmax) * 2 * d.batch; }
 
-// out (rows, n) = a (rows, k) b (k, n), with a contiguous row-major, b and out row-major with row
-// strides; zero when k == 0.
-template <typename T>
+// out (rows, n) = a (rows, k) b (k, n), with b and out row-major with row strides, and a contiguous
+// in storage order AOrder: RowMajor for the table itself (to_degree), ColMajor for its transpose
+// (to_latitude: the table is stored (k, rows) row-major). Zero when k == 0.
+template <typename T, int AOrder>
 void gemm(T* out, int64_t out_stride, const T* a, const T* b, int64_t b_stride, int64_t rows, int64_t k, int64_t n) {
   StridedMap<T, Eigen::RowMajor> o(out, rows, n, Eigen::OuterStride<>(out_stride));
   if (k == 0) o.setZero();
   else
-    o.noalias() = Eigen::Map<const RowMatrix<T>>(a, rows, k) *
-                  ConstStridedMap<T, Eigen::RowMajor>(b, k, n, Eigen::OuterStride<>(b_stride));
-}
-
-// The same with a^T: a is (k, rows) contiguous row-major.
-template <typename T>
-void gemm_at(T* out, int64_t out_stride, const T* a, const T* b, int64_t b_stride, int64_t rows, int64_t k, int64_t n) {
-  StridedMap<T, Eigen::RowMajor> o(out, rows, n, Eigen::OuterStride<>(out_stride));
-  if (k == 0) o.setZero();
-  else
-    o.noalias() = Eigen::Map<const ColMatrix<T>>(a, rows, k) *
+    o.noalias() = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, AOrder>>(a, rows, k) *
                   ConstStridedMap<T, Eigen::RowMajor>(b, k, n, Eigen::OuterStride<>(b_stride));
 }
 
@@ -204,11 +196,11 @@ void to_degree_range(const std::complex<T>* X, std::complex<T>* A, const Legendr
     for (int64_t m = c0; m < c1; ++m) {
       const size_t mi = static_cast<size_t>(m);
       const int64_t js = tab.first_row[mi];
-      gemm<T>(ws.deg_row(m, m), 2 * KW, table + tab.even_offset[mi], ws.lat_row(js, m), KW, tab.l_even(m),
-              tab.even_width(m), W);
+      gemm<T, Eigen::RowMajor>(ws.deg_row(m, m), 2 * KW, table + tab.even_offset[mi], ws.lat_row(js, m), KW,
+                               tab.l_even(m), tab.even_width(m), W);
       if (tab.l_odd(m) > 0)
-        gemm<T>(ws.deg_row(m + 1, m), 2 * KW, table + tab.odd_offset[mi], ws.lat_row(d.n_even + js, m), KW,
-                tab.l_odd(m), tab.odd_width(m), W);
+        gemm<T, Eigen::RowMajor>(ws.deg_row(m + 1, m), 2 * KW, table + tab.odd_offset[mi],
+                                 ws.lat_row(d.n_even + js, m), KW, tab.l_odd(m), tab.odd_width(m), W);
     }
 
     // Unpack into A[b, l, m], zero where l < m.
@@ -265,11 +257,11 @@ void to_latitude_range(const std::complex<T>* A, std::complex<T>* X, const Legen
       const int64_t js = tab.first_row[mi], wo = tab.odd_width(m), odd_start = d.n_odd - wo;
       for (int64_t j = j0; j < js; ++j) std::fill_n(ws.lat_row(j, m), W, T(0));
       for (int64_t j = j0; j < odd_start; ++j) std::fill_n(ws.lat_row(d.n_even + j, m), W, T(0));
-      gemm_at<T>(ws.lat_row(js, m), KW, table + tab.even_offset[mi], ws.deg_row(m, m), 2 * KW, tab.even_width(m),
-                 tab.l_even(m), W);
+      gemm<T, Eigen::ColMajor>(ws.lat_row(js, m), KW, table + tab.even_offset[mi], ws.deg_row(m, m), 2 * KW,
+                               tab.even_width(m), tab.l_even(m), W);
       if (wo > 0)
-        gemm_at<T>(ws.lat_row(d.n_even + odd_start, m), KW, table + tab.odd_offset[mi], ws.deg_row(m + 1, m), 2 * KW,
-                   wo, tab.l_odd(m), W);
+        gemm<T, Eigen::ColMajor>(ws.lat_row(d.n_even + odd_start, m), KW, table + tab.odd_offset[mi],
+                                 ws.deg_row(m + 1, m), 2 * KW, wo, tab.l_odd(m), W);
     }
 
     // Unpack: northern row = S_e + S_o, its mirror = S_e - S_o, the equator = S_e.
@@ -343,48 +335,50 @@ const char* op_name(LegendreTableKind kind, Direction dir) {
   return dir == Direction::to_latitude ? "legendre_synthesis" : "legendre_synthesis_backward";
 }
 
-// x (..., rows_in, mmax) -> (..., rows_out, mmax) with the cached table; shapes already checked.
-// Recorded with the table saved (its version is checked in backward) and the opposite direction
-// of the same table as the backward rule.
-Tensor contract(const Tensor& x, const std::shared_ptr<const LegendreTable>& tab, Direction dir) {
-  const LegendreTableKey& key = tab->key;
+// x (..., rows_in, mmax) -> (..., rows_out, mmax) for table `key`; shapes already checked. The
+// path is chosen per call (use_recurrence: on the fly for few fields and large lmax, else the cached
+// table; `held` is a table already in hand). The backward rule is the opposite direction of the
+// same key, chosen afresh; on the table path the table is saved (its version is checked in
+// backward) and reused.
+Tensor contract(const Tensor& x, const LegendreTableKey& key, Direction dir,
+                std::shared_ptr<const LegendreTable> held = nullptr) {
   const int64_t rows_out = dir == Direction::to_degree ? key.lmax : key.nlat;
   Shape out_sizes(x.sizes().begin(), x.sizes().end() - 2);
-  Dims d{numel_of(out_sizes), key.nlat, key.lmax, key.mmax, tab->n_even, tab->n_odd};
+  const int64_t batch = numel_of(out_sizes);
   out_sizes.push_back(rows_out);
   out_sizes.push_back(key.mmax);
   Tensor out = empty(out_sizes, x.dtype(), x.device());
+  const bool fly = use_recurrence(key, batch);
+  std::shared_ptr<const LegendreTable> tab;
+  if (!fly) tab = held ? std::move(held) : legendre_table_cached(key);
   if (out.numel() > 0) {
     const Tensor xc = contiguous_copy(x);
     dispatch_float(key.dtype, op_name(key.kind, dir), [&]<typename T>() {
-      contract_kernel<T>(dir, xc.data<std::complex<T>>(), out.data<std::complex<T>>(), *tab, d);
+      const std::complex<T>* in = xc.data<std::complex<T>>();
+      std::complex<T>* o = out.data<std::complex<T>>();
+      if (fly) {
+        const std::shared_ptr<const RecurrencePlan> plan = recurrence_plan_cached(key);
+        if (dir == Direction::to_degree) recurrence_to_degree(*plan, in, o, batch);
+        else recurrence_to_latitude(*plan, in, o, batch);
+      } else {
+        contract_kernel<T>(dir, in, o, *tab, Dims{batch, key.nlat, key.lmax, key.mmax, tab->n_even, tab->n_odd});
+      }
     });
   }
-  if (should_record({x}))
-    record_op(op_name(key.kind, dir), {x}, {&out}, {tab->values}, {},
-              [tab, dir](BackwardContext& ctx, const std::vector<Tensor>& g) {
-                ctx.saved(0);  // throws if the table was overwritten since forward
-                return std::vector<Tensor>{contract(g[0], tab, flip(dir))};
-              });
-  return out;
-}
-
-// Throws unless `spec` describes a transform; `analysis` also requires the grid to resolve lmax.
-void check_spec(const ShtSpec& spec, const char* op, bool analysis) {
-  GS_CHECK(spec.nlat >= 1 && spec.nlon >= 1, "{}: the spec needs nlat >= 1 and nlon >= 1, got {}", op, spec.str());
-  GS_CHECK(spec.mmax >= 1 && spec.mmax <= spec.lmax, "{}: the spec needs 1 <= mmax <= lmax, got {}", op, spec.str());
-  GS_CHECK(spec.mmax <= spec.nlon / 2 + 1, "{}: the spec's mmax = {} exceeds nlon/2 + 1 = {} ({})", op, spec.mmax,
-           spec.nlon / 2 + 1, spec.str());
-  try {
-    if (analysis) check_lmax_supported(spec.grid, spec.nlat, spec.lmax);
-    else max_supported_lmax(spec.grid, spec.nlat);  // checks nlat against the grid
-  } catch (const Error& e) {
-    fail("{}: {}", op, e.what());
+  if (should_record({x})) {
+    if (tab)
+      record_op(op_name(key.kind, dir), {x}, {&out}, {tab->values}, {},
+                [tab, key, dir](BackwardContext& ctx, const std::vector<Tensor>& g) {
+                  ctx.saved(0);  // throws if the table was overwritten since forward
+                  return std::vector<Tensor>{contract(g[0], key, flip(dir), tab)};
+                });
+    else
+      record_op(op_name(key.kind, dir), {x}, {&out}, {}, {},
+                [key, dir](BackwardContext&, const std::vector<Tensor>& g) {
+                  return std::vector<Tensor>{contract(g[0], key, flip(dir))};
+                });
   }
-}
-
-LegendreTableKey table_key(const ShtSpec& spec, LegendreTableKind kind, DType real) {
-  return {spec.grid, spec.nlat, spec.lmax, spec.mmax, spec.norm, spec.csphase, kind, real};
+  return out;
 }
 
 // x must be (..., rows, mmax) complex on the CPU.
@@ -413,15 +407,13 @@ ShtSpec make_sht_spec(GridKind grid, int64_t nlat, int64_t nlon, std::optional<i
 Tensor legendre_analysis(const Tensor& X, const ShtSpec& spec) {
   check_spec(spec, "legendre_analysis", true);
   check_spectral_input(X, "legendre_analysis", "longitude Fourier coefficients", "nlat", spec.nlat, spec);
-  return contract(X, legendre_table_cached(table_key(spec, LegendreTableKind::analysis, real_dtype(X.dtype()))),
-                  Direction::to_degree);
+  return contract(X, table_key(spec, LegendreTableKind::analysis, real_dtype(X.dtype())), Direction::to_degree);
 }
 
 Tensor legendre_synthesis(const Tensor& coeffs, const ShtSpec& spec) {
   check_spec(spec, "legendre_synthesis", false);
   check_spectral_input(coeffs, "legendre_synthesis", "spectral coefficients", "lmax", spec.lmax, spec);
-  return contract(coeffs,
-                  legendre_table_cached(table_key(spec, LegendreTableKind::synthesis, real_dtype(coeffs.dtype()))),
+  return contract(coeffs, table_key(spec, LegendreTableKind::synthesis, real_dtype(coeffs.dtype())),
                   Direction::to_latitude);
 }
 

@@ -38,12 +38,15 @@
 #include "ops/shape_ops.h"
 #include "ops/sphere/fft.h"
 #include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/sht_common.h"
 
 namespace gs::sphere {
 namespace {
 
-enum class Direction { to_degree, to_latitude };
-Direction flip(Direction d) { return d == Direction::to_degree ? Direction::to_latitude : Direction::to_degree; }
+using detail::check_spec;
+using detail::Direction;
+using detail::flip;
+using detail::table_key;
 
 // The derivative tables of one (grid, nlat, lmax, mmax, norm, csphase, kind, dtype): values holds
 // D in the triangular layout of `layout` (block m: (lmax - m) rows l = m.., nlat values each),
@@ -217,23 +220,6 @@ Tensor contract(const Tensor& x, const std::shared_ptr<const VectorTable>& tab, 
                 return std::vector<Tensor>{contract(g[0], tab, flip(dir))};
               });
   return out;
-}
-
-void check_spec(const ShtSpec& spec, const char* op, bool analysis) {
-  GS_CHECK(spec.nlat >= 1 && spec.nlon >= 1, "{}: the spec needs nlat >= 1 and nlon >= 1, got {}", op, spec.str());
-  GS_CHECK(spec.mmax >= 1 && spec.mmax <= spec.lmax, "{}: the spec needs 1 <= mmax <= lmax, got {}", op, spec.str());
-  GS_CHECK(spec.mmax <= spec.nlon / 2 + 1, "{}: the spec's mmax = {} exceeds nlon/2 + 1 = {} ({})", op, spec.mmax,
-           spec.nlon / 2 + 1, spec.str());
-  try {
-    if (analysis) check_lmax_supported(spec.grid, spec.nlat, spec.lmax);
-    else max_supported_lmax(spec.grid, spec.nlat);  // checks nlat against the grid
-  } catch (const Error& e) {
-    fail("{}: {}", op, e.what());
-  }
-}
-
-LegendreTableKey table_key(const ShtSpec& spec, LegendreTableKind kind, DType real) {
-  return {spec.grid, spec.nlat, spec.lmax, spec.mmax, spec.norm, spec.csphase, kind, real};
 }
 
 // x must be (..., 2, rows, cols) of a complex (or real) dtype on the CPU.

@@ -16,6 +16,7 @@
 #include "ops/ops.h"
 #include "ops/sphere/grids.h"
 #include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/legendre_recurrence.h"
 #include "ops/sphere/sht.h"
 #include "tests/test_util.h"
 
@@ -91,6 +92,15 @@ double pbar_closed_form(int64_t l, int64_t m, double theta) {
   FAIL("no closed form for l = " << l << ", m = " << m);
   return 0;
 }
+
+// Forces one Legendre path for its lifetime.
+struct PathGuard {
+  gs::sphere::LegendrePath previous;
+  explicit PathGuard(gs::sphere::LegendrePath p) : previous(gs::sphere::set_legendre_path(p)) {}
+  ~PathGuard() { gs::sphere::set_legendre_path(previous); }
+  PathGuard(const PathGuard&) = delete;
+  PathGuard& operator=(const PathGuard&) = delete;
+};
 
 // Round trip isht -> sht of random band-limited coefficients.
 double round_trip_error(const ShtSpec& s, DType real, uint64_t seed, const Shape& batch = {3}) {
@@ -497,5 +507,151 @@ TEST_CASE("sht: round trips at 721x1440 equiangular, 720x1440 legendre-gauss and
     CHECK(round_trip_error(s, DType::f64, seed++, {1}) <= 1e-11);
     CHECK(round_trip_error(s, DType::f32, seed++, {1}) <= 1e-5);
     gs::sphere::clear_legendre_cache();
+  }
+}
+
+// ---- the on-the-fly (recurrence) Legendre path ----
+
+TEST_CASE("sht: the on-the-fly Legendre path matches the table path in both directions and dtypes") {
+  using gs::sphere::LegendrePath;
+  using gs::sphere::make_sht_spec;
+  using gs::sphere::Normalization;
+  const ShtSpec specs[] = {make_sht_spec(GridKind::equiangular, 33, 64),  // odd nlat: an equator row
+                           make_sht_spec(GridKind::legendre_gauss, 48, 96),
+                           make_sht_spec(GridKind::lobatto, 25, 48),
+                           make_sht_spec(GridKind::legendre_gauss, 40, 80, 40, 17),  // lmax > mmax
+                           make_sht_spec(GridKind::legendre_gauss, 24, 48, {}, {}, Normalization::schmidt, false),
+                           make_sht_spec(GridKind::equiangular, 41, 80, {}, {}, Normalization::four_pi)};
+  uint64_t seed = 1;
+  for (const ShtSpec& s : specs) {
+    CAPTURE(s.str());
+    for (int64_t B : {1, 3, 7}) {  // field tiles of 1, 2 + 1 and 4 + 2 + 1
+      CAPTURE(B);
+      for (DType real : {DType::f64, DType::f32}) {
+        CAPTURE(gs::dtype_name(real));
+        const DType cplx = gs::complex_dtype(real);
+        const Tensor X = gs::randn({B, s.nlat, s.mmax}, {11, seed++}, cplx);
+        const Tensor C = gs::randn({B, s.lmax, s.mmax}, {12, seed++}, cplx);
+        Tensor ta, ts, ra, rs;
+        {
+          PathGuard g(LegendrePath::table);
+          ta = gs::sphere::legendre_analysis(X, s), ts = gs::sphere::legendre_synthesis(C, s);
+        }
+        {
+          PathGuard g(LegendrePath::recurrence);
+          ra = gs::sphere::legendre_analysis(X, s), rs = gs::sphere::legendre_synthesis(C, s);
+        }
+        CHECK(ra.dtype() == cplx);
+        CHECK(rs.dtype() == cplx);
+        const double tol = real == DType::f64 ? 1e-13 : 2e-6;
+        CHECK(rel_error(cvals(ra), cvals(ta)) <= tol);
+        CHECK(rel_error(cvals(rs), cvals(ts)) <= tol);
+        // l < m stays an exact zero.
+        const std::vector<c128> av = cvals(ra);
+        for (int64_t l = 0; l < s.lmax; ++l)
+          for (int64_t m = l + 1; m < s.mmax; ++m) CHECK(av[static_cast<size_t>(l * s.mmax + m)] == c128(0, 0));
+      }
+    }
+  }
+}
+
+TEST_CASE("sht: round trips and gradients on the forced on-the-fly path") {
+  using gs::sphere::LegendrePath;
+  using gs::sphere::make_sht_spec;
+  PathGuard g(LegendrePath::recurrence);
+  for (auto [grid, nlat, nlon] : {std::tuple{GridKind::legendre_gauss, 180, 360},
+                                  std::tuple{GridKind::equiangular, 181, 360}, std::tuple{GridKind::lobatto, 65, 128}}) {
+    const ShtSpec s = make_sht_spec(grid, nlat, nlon);
+    CAPTURE(s.str());
+    CHECK(round_trip_error(s, DType::f64, 70, {2}) <= 1e-11);
+    CHECK(round_trip_error(s, DType::f32, 71, {2}) <= 1e-5);
+  }
+  using V = std::vector<Tensor>;
+  const ShtSpec s = make_sht_spec(GridKind::equiangular, 7, 10, 4, 3);
+  const gs::DifferentiableFn fns[] = {
+      [&](const V& x) { return V{gs::sphere::legendre_analysis(x[0], s)}; },
+      [&](const V& x) { return V{gs::sphere::legendre_synthesis(x[0], s)}; },
+  };
+  const Shape shapes[] = {{2, s.nlat, s.mmax}, {2, s.lmax, s.mmax}};
+  for (int i = 0; i < 2; ++i) {
+    const Tensor x = gs::sample_leaf(shapes[i], {32, static_cast<uint64_t>(i)}, DType::c128);
+    const gs::GradcheckReport first = gs::gradcheck(fns[i], {x});
+    CHECK_MESSAGE(first.ok, first.failure);
+    const gs::GradcheckReport second = gs::gradgradcheck(fns[i], {x});
+    CHECK_MESSAGE(second.ok, second.failure);
+  }
+}
+
+TEST_CASE("sht: the automatic rule picks the table for many fields and the recurrence for one large field") {
+  using gs::sphere::LegendreTableKind;
+  PathGuard g(gs::sphere::LegendrePath::automatic);
+  const gs::sphere::LegendreTableKey small{GridKind::legendre_gauss, 64, 64, 64, gs::sphere::Normalization::ortho,
+                                           true, LegendreTableKind::analysis, DType::f32};
+  CHECK_FALSE(gs::sphere::use_recurrence(small, 64));
+  gs::sphere::LegendreTableKey large = small;
+  large.nlat = large.lmax = large.mmax = 720;
+  CHECK(gs::sphere::use_recurrence(large, 1));
+  CHECK_FALSE(gs::sphere::use_recurrence(large, 64));
+}
+
+TEST_CASE("sht: the recurrence keeps at least the table's polar rows") {
+  using gs::sphere::LegendreTableKind;
+  for (DType dt : {DType::f64, DType::f32})
+    for (LegendreTableKind kind : {LegendreTableKind::analysis, LegendreTableKind::synthesis}) {
+      const gs::sphere::LegendreTableKey key{GridKind::legendre_gauss, 180, 180, 180, gs::sphere::Normalization::ortho,
+                                             true, kind, dt};
+      CAPTURE(key.str());
+      const auto tab = gs::sphere::legendre_table_cached(key);
+      const auto plan = gs::sphere::recurrence_plan_cached(key);
+      int64_t skipped = 0;
+      for (int64_t m = 0; m < key.mmax; ++m) {
+        const int64_t fr = gs::sphere::recurrence_first_row(*plan, m);
+        CHECK(fr <= tab->first_row[static_cast<size_t>(m)]);
+        skipped += fr;
+      }
+      CHECK(skipped > 0);
+      CHECK(gs::sphere::recurrence_scaled_starts(*plan) == 0);
+    }
+}
+
+// At lmax = 2048 the seed Pbar_m^m ~ sin^m(theta) of high orders underflows f64 at latitudes where
+// the high degrees are of order one; those rows start from a scaled value. Synthesis is defined
+// for any lmax, so a coarse grid keeps this cheap; the analysis kernel is called directly (its op
+// requires lmax within the quadrature limit). Compared per order against legendre_table_for_m.
+TEST_CASE("sht: the recurrence handles seeds below the f64 range at large lmax") {
+  using gs::sphere::LegendreTableKind;
+  const int64_t nlat = 64, lmax = 2048, mmax = 1400;
+  const gs::sphere::Quadrature q = gs::sphere::make_quadrature(GridKind::legendre_gauss, nlat);
+  for (LegendreTableKind kind : {LegendreTableKind::analysis, LegendreTableKind::synthesis}) {
+    const gs::sphere::LegendreTableKey key{GridKind::legendre_gauss, nlat, lmax, mmax, gs::sphere::Normalization::ortho,
+                                           true, kind, DType::f64};
+    CAPTURE(key.str());
+    const auto plan = gs::sphere::recurrence_plan_cached(key);
+    CHECK(gs::sphere::recurrence_scaled_starts(*plan) > 0);
+    const Tensor X = gs::randn({1, nlat, mmax}, {13, 1}, DType::c128);
+    const Tensor C = gs::randn({1, lmax, mmax}, {13, 2}, DType::c128);
+    Tensor A = gs::empty({1, lmax, mmax}, DType::c128), Y = gs::empty({1, nlat, mmax}, DType::c128);
+    gs::sphere::recurrence_to_degree(*plan, X.data<c128>(), A.data<c128>(), 1);
+    gs::sphere::recurrence_to_latitude(*plan, C.data<c128>(), Y.data<c128>(), 1);
+    const std::vector<c128> xv = cvals(X), cv = cvals(C), av = cvals(A), yv = cvals(Y);
+    const gs::sphere::LegendreSpec ls{GridKind::legendre_gauss, nlat, lmax, mmax, gs::sphere::Normalization::ortho,
+                                      true, kind == LegendreTableKind::synthesis};
+    for (int64_t m : {0, 700, 1000, 1200, 1399}) {
+      CAPTURE(m);
+      const std::vector<double> p = gs::sphere::legendre_table_for_m(ls, q.cos_theta, m);  // (lmax - m, nlat)
+      const bool weighted = kind == LegendreTableKind::analysis;
+      std::vector<c128> a_ref(static_cast<size_t>(lmax - m)), a_got(a_ref.size()), y_ref(nlat), y_got(nlat);
+      for (int64_t l = m; l < lmax; ++l)
+        for (int64_t j = 0; j < nlat; ++j) {
+          const double w = weighted ? q.weights[static_cast<size_t>(j)] : 1.0;
+          const double t = p[static_cast<size_t>((l - m) * nlat + j)] * w;
+          a_ref[static_cast<size_t>(l - m)] += t * xv[static_cast<size_t>(j * mmax + m)];
+          y_ref[static_cast<size_t>(j)] += t * cv[static_cast<size_t>(l * mmax + m)];
+        }
+      for (int64_t l = m; l < lmax; ++l) a_got[static_cast<size_t>(l - m)] = av[static_cast<size_t>(l * mmax + m)];
+      for (int64_t j = 0; j < nlat; ++j) y_got[static_cast<size_t>(j)] = yv[static_cast<size_t>(j * mmax + m)];
+      CHECK(rel_error(a_got, a_ref) <= 1e-12);
+      CHECK(rel_error(y_got, y_ref) <= 1e-12);
+    }
   }
 }

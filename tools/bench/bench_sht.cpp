@@ -12,6 +12,10 @@
 //   peak MB    allocator high-water mark during the timed calls (reset after warm-up; it includes
 //              the cached tables, the input and the outputs)
 //   table MB   bytes of the Legendre table the direction uses (sht_table_bytes)
+//   path       the Legendre path the automatic rule picks for this case (table or fly, see
+//              ops/sphere/legendre_recurrence.h); ms/call and the rest are that path's
+//   table ms, fly ms   ms/call with each path forced, for the selection rule
+// On the fly path the tables are dropped before the timed calls, so its peak MB excludes them.
 // The side-by-side comparison with SHTns/ducc0 and torch-harmonics is tools/compare_sht.py.
 #include <Eigen/Dense>
 #include <algorithm>
@@ -27,6 +31,7 @@
 #include "engine/factory.h"
 #include "engine/storage.h"
 #include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/legendre_recurrence.h"
 #include "ops/sphere/sht.h"
 #include "tools/bench/benches.h"
 #include "tools/bench/timing.h"
@@ -46,6 +51,8 @@ struct Result {
   int64_t nlat = 0, nlon = 0, lmax = 0, mmax = 0, batch = 0;
   double build_ms = 0, ms_call = 0, ms_field = 0, gflops = 0, pct_sgemm = 0;
   double peak_mb = 0, table_mb = 0;
+  std::string path;
+  double table_ms = 0, fly_ms = 0;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -94,14 +101,45 @@ std::vector<Result> run_case(const Case& c, DType dtype, double sgemm, bool quic
   for (int64_t m = 0; m < spec.mmax; ++m) sum_l += static_cast<double>(std::max<int64_t>(0, spec.lmax - m));
   const double flops = 2.0 * 2.0 * static_cast<double>(c.batch) * sum_l * static_cast<double>(c.nlat);
 
+  // Each direction with each path forced; the automatic choice is timed last, after the tables
+  // are dropped when it runs on the fly (so that its peak bytes are its own).
+  const bool fly = sphere::use_recurrence(
+      {spec.grid, spec.nlat, spec.lmax, spec.mmax, spec.norm, spec.csphase, sphere::LegendreTableKind::analysis, dtype},
+      c.batch);
+  auto time_dir = [&](bool fwd, sphere::LegendrePath path, double once) {
+    const sphere::LegendrePath previous = sphere::set_legendre_path(path);
+    if (fwd) Tensor r = sphere::sht(x, spec);  // warm-up (builds the plan or table if needed)
+    else Tensor r = sphere::isht(a, spec);
+    const int reps = quick ? 3 : repeats_for(once, 1.5, 5, 41);
+    alloc.reset_peak();
+    const double s = fwd ? median_seconds([&] { Tensor r = sphere::sht(x, spec); }, reps)
+                         : median_seconds([&] { Tensor r = sphere::isht(a, spec); }, reps);
+    sphere::set_legendre_path(previous);
+    return s;
+  };
+  double forced[2][2];  // [dir][fly]
+  for (int dir = 0; dir < 2; ++dir)
+    forced[dir][0] = time_dir(dir == 0, sphere::LegendrePath::table, dir == 0 ? fwd_once : inv_once);
+  if (fly) sphere::clear_legendre_cache();
+  double auto_s[2], peak[2];
+  for (int dir = 0; dir < 2; ++dir) {
+    forced[dir][1] = time_dir(dir == 0, sphere::LegendrePath::recurrence, dir == 0 ? fwd_once : inv_once);
+    if (fly) {
+      auto_s[dir] = forced[dir][1];
+      peak[dir] = static_cast<double>(alloc.peak_bytes()) / 1e6;
+    }
+  }
+  if (!fly) {
+    for (int dir = 0; dir < 2; ++dir) {
+      auto_s[dir] = time_dir(dir == 0, sphere::LegendrePath::table, dir == 0 ? fwd_once : inv_once);
+      peak[dir] = static_cast<double>(alloc.peak_bytes()) / 1e6;
+    }
+  }
+
   std::vector<Result> out;
   for (int dir = 0; dir < 2; ++dir) {
     const bool fwd = dir == 0;
-    const double once = fwd ? fwd_once : inv_once;
-    const int reps = quick ? 3 : repeats_for(once, 1.5, 5, 41);
-    alloc.reset_peak();
-    double s = fwd ? median_seconds([&] { Tensor r = sphere::sht(x, spec); }, reps)
-                   : median_seconds([&] { Tensor r = sphere::isht(a, spec); }, reps);
+    const double s = auto_s[dir];
     Result r;
     r.grid = std::string(sphere::grid_name(c.grid));
     r.dir = fwd ? "sht" : "isht";
@@ -112,8 +150,11 @@ std::vector<Result> run_case(const Case& c, DType dtype, double sgemm, bool quic
     r.ms_field = r.ms_call / static_cast<double>(c.batch);
     r.gflops = flops / s / 1e9;
     r.pct_sgemm = 100.0 * r.gflops / sgemm;
-    r.peak_mb = static_cast<double>(alloc.peak_bytes()) / 1e6;
+    r.peak_mb = peak[dir];
     r.table_mb = static_cast<double>(fwd ? ana_bytes : syn_bytes) / 1e6;
+    r.path = fly ? "fly" : "table";
+    r.table_ms = 1e3 * forced[dir][0];
+    r.fly_ms = 1e3 * forced[dir][1];
     out.push_back(r);
   }
   sphere::clear_legendre_cache();
@@ -144,19 +185,19 @@ int bench_sht(const BenchOptions& opt) {
   const std::vector<DType> dtypes = {DType::f32, DType::f64};
 
   fmt::print("| {:<14} | {:>11} | {:>9} | {:>5} | {:<4} | {:<3} | {:>9} | {:>9} | {:>9} | {:>8} | {:>7} | "
-             "{:>8} | {:>8} |\n",
+             "{:>8} | {:>8} | {:<5} | {:>9} | {:>9} |\n",
              "grid", "nlat x nlon", "lmax,mmax", "batch", "dir", "dt", "build ms", "ms/call", "ms/field",
-             "GFLOP/s", "% sgemm", "peak MB", "table MB");
-  fmt::print("|{:-<16}|{:->13}|{:->11}|{:->7}|{:-<6}|{:-<5}|{:->11}|{:->11}|{:->11}|{:->10}|{:->9}|{:->10}|{:->10}|\n",
-             "", ":", ":", ":", "", "", ":", ":", ":", ":", ":", ":", ":");
+             "GFLOP/s", "% sgemm", "peak MB", "table MB", "path", "table ms", "fly ms");
+  fmt::print("|{:-<16}|{:->13}|{:->11}|{:->7}|{:-<6}|{:-<5}|{:->11}|{:->11}|{:->11}|{:->10}|{:->9}|{:->10}|{:->10}|{:-<7}|{:->11}|{:->11}|\n",
+             "", ":", ":", ":", "", "", ":", ":", ":", ":", ":", ":", ":", "", ":", ":");
   std::vector<Result> all;
   for (const auto& c : cases) {
     for (DType dt : dtypes) {
       for (const Result& r : run_case(c, dt, sgemm, opt.quick)) {
         fmt::print("| {:<14} | {:>11} | {:>9} | {:>5} | {:<4} | {:<3} | {:>9.1f} | {:>9.3f} | {:>9.4f} | {:>8.1f} | "
-                   "{:>7.0f} | {:>8.2f} | {:>8.2f} |\n",
+                   "{:>7.0f} | {:>8.2f} | {:>8.2f} | {:<5} | {:>9.3f} | {:>9.3f} |\n",
                    r.grid, fmt::format("{}x{}", r.nlat, r.nlon), fmt::format("{},{}", r.lmax, r.mmax), r.batch,
-                   r.dir, r.dtype, r.build_ms, r.ms_call, r.ms_field, r.gflops, r.pct_sgemm, r.peak_mb, r.table_mb);
+                   r.dir, r.dtype, r.build_ms, r.ms_call, r.ms_field, r.gflops, r.pct_sgemm, r.peak_mb, r.table_mb, r.path, r.table_ms, r.fly_ms);
         std::fflush(stdout);
         all.push_back(r);
       }
@@ -167,11 +208,11 @@ int bench_sht(const BenchOptions& opt) {
     std::FILE* f = std::fopen(opt.csv.c_str(), "w");
     if (!f) fail("bench sht: cannot open '{}' for writing", opt.csv);
     fmt::print(f, "grid,nlat,nlon,lmax,mmax,batch,dir,dtype,threads,build_ms,ms_call,ms_field,gflops,"
-                  "sgemm_gflops,peak_mb,table_mb\n");
+                  "sgemm_gflops,peak_mb,table_mb,path,table_ms,fly_ms\n");
     for (const auto& r : all)
-      fmt::print(f, "{},{},{},{},{},{},{},{},{},{:.3f},{:.6f},{:.6f},{:.3f},{:.3f},{:.3f},{:.3f}\n", r.grid, r.nlat,
+      fmt::print(f, "{},{},{},{},{},{},{},{},{},{:.3f},{:.6f},{:.6f},{:.3f},{:.3f},{:.3f},{:.3f},{},{:.6f},{:.6f}\n", r.grid, r.nlat,
                  r.nlon, r.lmax, r.mmax, r.batch, r.dir, r.dtype, threads, r.build_ms, r.ms_call, r.ms_field, r.gflops,
-                 sgemm, r.peak_mb, r.table_mb);
+                 sgemm, r.peak_mb, r.table_mb, r.path, r.table_ms, r.fly_ms);
     std::fclose(f);
     fmt::print("\nwrote {}\n", opt.csv);
   }
