@@ -1,4 +1,5 @@
-// The longitude FFT (rfft_lon, irfft_lon): FFTW kernels, plan cache, and backward rules.
+// The longitude FFT (rfft_lon, irfft_lon): kernels (the lane FFT of lane_fft.h where it supports the
+// length, FFTW with a plan cache otherwise) and backward rules.
 //
 // Both ops are instances of two weighted transforms over the last dim (n = nlon, M = mmax,
 // "edge" modes are m = 0 and, for even n, the Nyquist mode m = n/2; all others are "interior"):
@@ -31,6 +32,7 @@
 #include "engine/factory.h"
 #include "ops/kernels.h"
 #include "ops/registry.h"
+#include "ops/sphere/lane_fft.h"
 
 namespace gs::sphere {
 
@@ -157,9 +159,17 @@ template <typename R>
 void analysis_rows(const R* x, std::complex<R>* X, int64_t rows, int64_t n, int64_t M, double w_edge,
                    double w_int) {
   using C = std::complex<R>;
+  const int nthreads = threads_for(rows, n);
+  if (detail::lane_fft_supports(n)) {
+    std::vector<detail::LaneRowFft<R>> fft;
+    for (int t = 0; t < nthreads; ++t) fft.emplace_back(n);
+    over_rows(rows, nthreads, [&](int t, int64_t lo, int64_t hi) {
+      fft[static_cast<size_t>(t)].forward(x + lo * n, X + lo * M, hi - lo, M, w_edge, w_int);
+    });
+    return;
+  }
   auto plan = cached_plan<R>(n, Direction::r2c);
   const R we = static_cast<R>(w_edge), wi = static_cast<R>(w_int);
-  const int nthreads = threads_for(rows, n);
   std::vector<AlignedBuffer<R>> in;
   std::vector<AlignedBuffer<C>> out;
   for (int t = 0; t < nthreads; ++t) in.emplace_back(n), out.emplace_back(n / 2 + 1);
@@ -180,12 +190,20 @@ template <typename R>
 void synthesis_rows(const std::complex<R>* X, R* x, int64_t rows, int64_t n, int64_t M, double w_edge,
                     double w_int) {
   using C = std::complex<R>;
+  const int nthreads = threads_for(rows, n);
+  if (detail::lane_fft_supports(n)) {
+    std::vector<detail::LaneRowFft<R>> fft;
+    for (int t = 0; t < nthreads; ++t) fft.emplace_back(n);
+    over_rows(rows, nthreads, [&](int t, int64_t lo, int64_t hi) {
+      fft[static_cast<size_t>(t)].inverse(X + lo * M, x + lo * n, hi - lo, M, w_edge, w_int);
+    });
+    return;
+  }
   auto plan = cached_plan<R>(n, Direction::c2r);
   const int64_t h = n / 2 + 1;
   // FFTW's c2r sums the Hermitian extension: Y_0 + 2 Re Σ_{0<m<n/2} Y_m e^{..} + Y_{n/2} (-1)^k,
   // so interior modes get half their weight, and edge modes only their real part.
   const R we = static_cast<R>(w_edge), wi_half = static_cast<R>(w_int / 2);
-  const int nthreads = threads_for(rows, n);
   std::vector<AlignedBuffer<C>> in;
   std::vector<AlignedBuffer<R>> out;
   for (int t = 0; t < nthreads; ++t) in.emplace_back(h), out.emplace_back(n);

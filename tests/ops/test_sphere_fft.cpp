@@ -97,7 +97,9 @@ std::vector<c128> complexes(const Tensor& t) { return t.to_vector<c128>(); }
 using gs_test::error_of;
 using gs_test::contains;
 
-const std::vector<int64_t> kSizes = {1, 2, 3, 5, 8, 12, 15, 64, 90};
+// Lengths of both kernels: the lane FFT (even, n/2 with factors 2, 3, 4, 5, 7, 11, 13: 2 ... 360) and
+// FFTW (odd n, or n/2 with a larger prime: 1, 3, 5, 15, 34).
+const std::vector<int64_t> kSizes = {1, 2, 3, 4, 5, 8, 12, 14, 15, 34, 64, 90, 286, 360};
 
 }  // namespace
 

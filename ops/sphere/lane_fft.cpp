@@ -1,0 +1,418 @@
+// The lane FFT (lane_fft.h). Layout of a group of L rows: element k of the half-length sequence is
+// 2L reals, the L real parts then the L imaginary parts ([k][re/im][lane]), so every butterfly is
+// a loop over lanes that the compiler turns into whole-register operations.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+// The lane count is sized for 512-bit vectors; GCC's tuning for AVX-512 CPUs defaults to 256.
+#pragma GCC target("prefer-vector-width=512")
+#endif
+#include "ops/sphere/lane_fft.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numbers>
+#include <vector>
+
+#include "engine/error.h"
+
+namespace gs::sphere::detail {
+
+// One Stockham decimation-in-frequency stage: sub-transforms of length len = radix * span, stride
+// s (the product of the earlier radices). Its twiddles w_len^{j p} (forward sign), p < span,
+// 1 <= j < radix, are stored at tw[(p * (radix - 1) + j - 1)].
+template <typename R>
+struct LaneFftStage {
+  int radix;
+  int64_t span, stride;
+  std::vector<R> tw_re, tw_im;
+  std::vector<R> root_re, root_im;  // e^{-2 pi i t / radix}, t < radix (the odd-prime DFT)
+};
+
+// A plan for one (n, R): the stages of the length-h complex FFT and the recombination twiddles
+// e^{-2 pi i m / n} for m <= h.
+template <typename R>
+struct LanePlan {
+  int64_t n = 0, h = 0;
+  std::vector<LaneFftStage<R>> stages;
+  std::vector<R> rec_re, rec_im;
+};
+
+namespace {
+
+// Rows per group: one 64-byte register of R.
+template <typename R>
+constexpr int kLanes = static_cast<int>(64 / sizeof(R));
+
+// e^{i 2 pi num / den}, with num reduced mod den first so that the angle is exact in f64.
+std::complex<double> unit_root(int64_t num, int64_t den) {
+  const int64_t r = ((num % den) + den) % den;
+  const double a = 2.0 * std::numbers::pi * static_cast<double>(r) / static_cast<double>(den);
+  return {std::cos(a), std::sin(a)};
+}
+
+// Radices of h, largest power of 4 first, then 2, 3, 5, 7, ...; empty if a prime factor is above
+// kMaxRadix.
+std::vector<int> factor_radices(int64_t h, bool* ok) {
+  std::vector<int> radices;
+  *ok = true;
+  while (h % 4 == 0) radices.push_back(4), h /= 4;
+  for (int p : {2, 3, 5, 7, 11, 13}) {
+    static_assert(kMaxRadix == 13);
+    while (h % p == 0) radices.push_back(p), h /= p;
+  }
+  if (h != 1) *ok = false;
+  return radices;
+}
+
+
+
+template <typename R>
+std::shared_ptr<const LanePlan<R>> make_plan(int64_t n) {
+  auto plan = std::make_shared<LanePlan<R>>();
+  plan->n = n;
+  plan->h = n / 2;
+  bool ok = false;
+  const std::vector<int> radices = factor_radices(plan->h, &ok);
+  GS_CHECK(ok && n % 2 == 0, "lane FFT: length {} is not supported (expected even, with n/2 free of primes above {})",
+           n, kMaxRadix);
+  int64_t len = plan->h, stride = 1;
+  for (int r : radices) {
+    LaneFftStage<R> st{r, len / r, stride, {}, {}, {}, {}};
+    for (int t = 0; t < r; ++t) {
+      const std::complex<double> w = unit_root(-t, r);
+      st.root_re.push_back(static_cast<R>(w.real()));
+      st.root_im.push_back(static_cast<R>(w.imag()));
+    }
+    for (int64_t p = 0; p < st.span; ++p)
+      for (int j = 1; j < r; ++j) {
+        const std::complex<double> w = unit_root(-j * p, len);
+        st.tw_re.push_back(static_cast<R>(w.real()));
+        st.tw_im.push_back(static_cast<R>(w.imag()));
+      }
+    plan->stages.push_back(std::move(st));
+    len /= r;
+    stride *= r;
+  }
+  for (int64_t m = 0; m <= plan->h; ++m) {
+    const std::complex<double> w = unit_root(-m, n);
+    plan->rec_re.push_back(static_cast<R>(w.real()));
+    plan->rec_im.push_back(static_cast<R>(w.imag()));
+  }
+  return plan;
+}
+
+// Plans are cached per (n, R) for the life of the process (never destroyed, as FFTW's plans).
+template <typename R>
+std::shared_ptr<const LanePlan<R>> cached_plan(int64_t n) {
+  static std::mutex mutex;
+  static auto* plans = new std::map<int64_t, std::shared_ptr<const LanePlan<R>>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = plans->find(n);
+  if (it != plans->end()) return it->second;
+  auto plan = make_plan<R>(n);
+  plans->emplace(n, plan);
+  return plan;
+}
+
+// A complex lane vector: the L real parts, then the L imaginary parts, as GCC/Clang vector types
+// (one 512-bit register each on AVX-512; the compiler splits them on narrower hardware), so that
+// the butterflies do not depend on the auto-vectoriser.
+template <typename R>
+struct VecOf {
+  typedef R type __attribute__((vector_size(64)));
+};
+template <typename R>
+using Vec = typename VecOf<R>::type;
+
+template <typename R>
+struct Lanes {
+  Vec<R> re, im;
+};
+
+// v * (wr + i wi), on one complex lane vector.
+template <typename R>
+inline Lanes<R> twiddled(Vec<R> vr, Vec<R> vi, R wr, R wi) {
+  return {vr * wr - vi * wi, vr * wi + vi * wr};
+}
+
+// ---- moving rows in and out of lanes ----
+// A block of L rows x L reals (L/2 complex values per row) is moved with an in-register transpose:
+// L unaligned row loads (or stores) and log2(L) rounds of two-source shuffles, instead of L^2
+// scalar moves.
+
+// Transposes v (v[i][j] -> v[j][i]). Round b swaps bit b of the row index with bit b of the column
+// index; after all rounds every bit is swapped.
+template <typename R>
+inline void transpose_block(Vec<R> (&v)[kLanes<R>]) {
+  constexpr int L = kLanes<R>;
+#if defined(__GNUC__) && !defined(__clang__)
+  using I = std::conditional_t<sizeof(R) == 8, int64_t, int32_t>;
+  typedef I Mask __attribute__((vector_size(64)));
+  auto round = [&]<int b>() {
+    Mask lo, hi;
+    for (int p = 0; p < L; ++p) {
+      lo[p] = (p & b) ? L + p - b : p;
+      hi[p] = (p & b) ? L + p : p + b;
+    }
+    for (int i = 0; i < L; ++i)
+      if ((i & b) == 0) {
+        const Vec<R> a = v[i], c = v[i + b];
+        v[i] = __builtin_shuffle(a, c, lo);
+        v[i + b] = __builtin_shuffle(a, c, hi);
+      }
+  };
+  round.template operator()<1>();
+  round.template operator()<2>();
+  round.template operator()<4>();
+  if constexpr (L == 16) round.template operator()<8>();
+#else
+  R t[L][L];
+  for (int i = 0; i < L; ++i)
+    for (int j = 0; j < L; ++j) t[j][i] = v[i][j];
+  for (int i = 0; i < L; ++i) std::memcpy(&v[i], t[i], sizeof(v[i]));
+#endif
+}
+
+// dst[t] = (rows[i][2t], rows[i][2t + 1]) over lanes i, for t < count.
+template <typename R>
+void load_lanes(const R* const (&rows)[kLanes<R>], Lanes<R>* dst, int64_t count) {
+  constexpr int L = kLanes<R>;
+  int64_t t0 = 0;
+  for (; t0 + L / 2 <= count; t0 += L / 2) {
+    Vec<R> v[L];
+    for (int i = 0; i < L; ++i) std::memcpy(&v[i], rows[i] + 2 * t0, sizeof(v[i]));
+    transpose_block<R>(v);
+    for (int t = 0; t < L / 2; ++t) dst[t0 + t] = {v[2 * t], v[2 * t + 1]};
+  }
+  for (int64_t t = t0; t < count; ++t) {
+    R* d = reinterpret_cast<R*>(dst + t);  // scalars, not vector-element inserts
+    for (int i = 0; i < L; ++i) d[i] = rows[i][2 * t], d[L + i] = rows[i][2 * t + 1];
+  }
+}
+
+// rows[i][2t], rows[i][2t + 1] = src[t] for lanes i < nr, t < count.
+template <typename R>
+void store_lanes(const Lanes<R>* src, int64_t count, R* const (&rows)[kLanes<R>], int64_t nr) {
+  constexpr int L = kLanes<R>;
+  int64_t t0 = 0;
+  for (; t0 + L / 2 <= count; t0 += L / 2) {
+    Vec<R> v[L];
+    for (int t = 0; t < L / 2; ++t) v[2 * t] = src[t0 + t].re, v[2 * t + 1] = src[t0 + t].im;
+    transpose_block<R>(v);
+    for (int i = 0; i < nr; ++i) std::memcpy(rows[i] + 2 * t0, &v[i], sizeof(v[i]));
+  }
+  for (int64_t t = t0; t < count; ++t) {
+    const R* d = reinterpret_cast<const R*>(src + t);
+    for (int i = 0; i < nr; ++i) rows[i][2 * t] = d[i], rows[i][2 * t + 1] = d[L + i];
+  }
+}
+
+// Applies one stage from `in` to `out` (arrays of h Lanes). Inverse stages use conjugate twiddles
+// and roots. Radices 2, 3, 4 and 5 have dedicated butterflies; other odd primes a direct DFT.
+template <typename R, bool Inverse>
+void run_stage(const LaneFftStage<R>& st, const Lanes<R>* in, Lanes<R>* out) {
+  using V = Vec<R>;
+  const int r = st.radix;
+  const int64_t span = st.span, s = st.stride, in_step = s * span;
+  const R sgn = Inverse ? R(1) : R(-1);  // the sign of the exponent
+  const R tw_sign = Inverse ? R(-1) : R(1);
+  for (int64_t p = 0; p < span; ++p) {
+    // Output j > 0 gets the twiddle w^{j p}, conjugated for the inverse.
+    R wr[kMaxRadix], wi[kMaxRadix];
+    for (int j = 1; j < r; ++j) {
+      wr[j] = st.tw_re[static_cast<size_t>(p * (r - 1) + j - 1)];
+      wi[j] = tw_sign * st.tw_im[static_cast<size_t>(p * (r - 1) + j - 1)];
+    }
+    for (int64_t q = 0; q < s; ++q) {
+      const Lanes<R>* a = in + q + s * p;  // a[k * in_step] is input k
+      Lanes<R>* y = out + q + s * r * p;   // y[j * s] is output j
+      auto put = [&](int j, V vr, V vi) { y[j * s] = j == 0 ? Lanes<R>{vr, vi} : twiddled<R>(vr, vi, wr[j], wi[j]); };
+      if (r == 4) {
+        const Lanes<R> a0 = a[0], a1 = a[in_step], a2 = a[2 * in_step], a3 = a[3 * in_step];
+        const V t0r = a0.re + a2.re, t0i = a0.im + a2.im, t1r = a0.re - a2.re, t1i = a0.im - a2.im;
+        const V t2r = a1.re + a3.re, t2i = a1.im + a3.im, t3r = a1.re - a3.re, t3i = a1.im - a3.im;
+        // y1 = t1 + sgn i t3, y3 = t1 - sgn i t3 (omega_4 = sgn i)
+        put(0, t0r + t2r, t0i + t2i);
+        put(1, t1r - sgn * t3i, t1i + sgn * t3r);
+        put(2, t0r - t2r, t0i - t2i);
+        put(3, t1r + sgn * t3i, t1i - sgn * t3r);
+      } else if (r == 2) {
+        const Lanes<R> a0 = a[0], a1 = a[in_step];
+        put(0, a0.re + a1.re, a0.im + a1.im);
+        put(1, a0.re - a1.re, a0.im - a1.im);
+      } else if (r == 3) {
+        const Lanes<R> a0 = a[0], a1 = a[in_step], a2 = a[2 * in_step];
+        const R c = R(-0.5), sn = sgn * static_cast<R>(std::numbers::sqrt3 / 2);
+        const V sr = a1.re + a2.re, si = a1.im + a2.im, dr = a1.re - a2.re, di = a1.im - a2.im;
+        const V mr = a0.re + c * sr, mi = a0.im + c * si;
+        put(0, a0.re + sr, a0.im + si);
+        put(1, mr - sn * di, mi + sn * dr);
+        put(2, mr + sn * di, mi - sn * dr);
+      } else if (r == 5) {
+        const Lanes<R> a0 = a[0], a1 = a[in_step], a2 = a[2 * in_step], a3 = a[3 * in_step], a4 = a[4 * in_step];
+        // cos and sin of 2 pi / 5 and 4 pi / 5
+        const R c1 = st.root_re[1], c2 = st.root_re[2], s1 = -st.root_im[1], s2 = -st.root_im[2];
+        const V t1r = a1.re + a4.re, t1i = a1.im + a4.im, t2r = a2.re + a3.re, t2i = a2.im + a3.im;
+        const V t3r = a1.re - a4.re, t3i = a1.im - a4.im, t4r = a2.re - a3.re, t4i = a2.im - a3.im;
+        const V b1r = a0.re + c1 * t1r + c2 * t2r, b1i = a0.im + c1 * t1i + c2 * t2i;
+        const V b2r = a0.re + c2 * t1r + c1 * t2r, b2i = a0.im + c2 * t1i + c1 * t2i;
+        const V d1r = s1 * t3r + s2 * t4r, d1i = s1 * t3i + s2 * t4i;
+        const V d2r = s2 * t3r - s1 * t4r, d2i = s2 * t3i - s1 * t4i;
+        // y1 = b1 + sgn i d1, y4 = b1 - sgn i d1, y2 = b2 + sgn i d2, y3 = b2 - sgn i d2
+        put(0, a0.re + t1r + t2r, a0.im + t1i + t2i);
+        put(1, b1r - sgn * d1i, b1i + sgn * d1r);
+        put(2, b2r - sgn * d2i, b2i + sgn * d2r);
+        put(3, b2r + sgn * d2i, b2i - sgn * d2r);
+        put(4, b1r + sgn * d1i, b1i - sgn * d1r);
+      } else {
+        // Odd prime radix r <= kMaxRadix: y_j = sum_k a_k e^{sgn 2 pi i j k / r}.
+        for (int j = 0; j < r; ++j) {
+          V vr = a[0].re, vi = a[0].im;
+          for (int k = 1; k < r; ++k) {
+            const Lanes<R>& ak = a[k * in_step];
+            const R cr = st.root_re[static_cast<size_t>((j * k) % r)];
+            const R ci = tw_sign * st.root_im[static_cast<size_t>((j * k) % r)];
+            vr += ak.re * cr - ak.im * ci;
+            vi += ak.re * ci + ak.im * cr;
+          }
+          put(j, vr, vi);
+        }
+      }
+    }
+  }
+}
+
+// The length-h complex FFT of a group, in place in `buf` (scratch of the same size); unnormalised,
+// exponent sign - (forward) or + (Inverse).
+template <typename R, bool Inverse>
+void complex_fft(const LanePlan<R>& plan, Lanes<R>* buf, Lanes<R>* scratch) {
+  Lanes<R>* in = buf;
+  Lanes<R>* out = scratch;
+  for (const LaneFftStage<R>& st : plan.stages) {
+    run_stage<R, Inverse>(st, in, out);
+    std::swap(in, out);
+  }
+  if (in != buf) std::copy(in, in + plan.h, buf);
+}
+
+// Per-thread work buffers of a group (two arrays of h + 1 lane vectors: spectra reach m = h).
+template <typename R>
+struct GroupBuffers {
+  explicit GroupBuffers(int64_t h) : a(static_cast<size_t>(h) + 1), b(static_cast<size_t>(h) + 1) {}
+  std::vector<Lanes<R>> a, b;
+};
+
+bool is_edge(int64_t m, int64_t n) { return m == 0 || 2 * m == n; }
+
+// Rows [r0, r0 + nr) of x, nr <= L, through the forward transform into X.
+template <typename R>
+void rfft_group(const LanePlan<R>& plan, const R* x, std::complex<R>* X, int64_t r0, int64_t nr, int64_t M,
+                R w_edge, R w_int, GroupBuffers<R>& g) {
+  constexpr int L = kLanes<R>;
+  const int64_t n = plan.n, h = plan.h;
+  Lanes<R>* z = g.a.data();
+  // z[k] = x[2k] + i x[2k+1]; lanes past the last row repeat it (their results are dropped).
+  const R* in_rows[L];
+  for (int i = 0; i < L; ++i) in_rows[i] = x + (r0 + std::min<int64_t>(i, nr - 1)) * n;
+  load_lanes<R>(in_rows, z, h);
+  complex_fft<R, false>(plan, z, g.b.data());
+  // With Zc = conj(Z[h - m]): E = (Z[m] + Zc) / 2, O = -i (Z[m] - Zc) / 2, X[m] = E + e^{-2 pi i m/n} O.
+  Lanes<R>* spec = g.b.data();
+  for (int64_t m = 0; m < M; ++m) {
+    const Lanes<R> zm = z[m % h], zc = z[(h - m % h) % h];
+    const R wr = plan.rec_re[static_cast<size_t>(m)], wi = plan.rec_im[static_cast<size_t>(m)];
+    const R scale = (is_edge(m, n) ? w_edge : w_int) * R(0.5);
+    const Vec<R> er = zm.re + zc.re, ei = zm.im - zc.im;   // 2E
+    const Vec<R> or_ = zm.im + zc.im, oi = zc.re - zm.re;  // 2O
+    spec[m] = {scale * (er + wr * or_ - wi * oi), scale * (ei + wr * oi + wi * or_)};
+  }
+  R* out_rows[L];
+  for (int i = 0; i < L; ++i) out_rows[i] = reinterpret_cast<R*>(X + (r0 + std::min<int64_t>(i, nr - 1)) * M);
+  store_lanes<R>(spec, M, out_rows, nr);
+}
+
+// Rows [r0, r0 + nr) of X through the inverse transform into x.
+template <typename R>
+void irfft_group(const LanePlan<R>& plan, const std::complex<R>* X, R* x, int64_t r0, int64_t nr, int64_t M,
+                 R w_edge, R w_int, GroupBuffers<R>& g) {
+  constexpr int L = kLanes<R>;
+  const int64_t n = plan.n, h = plan.h;
+  // Y[m] (m <= h): w_edge Re X at the edges, w_int / 2 X inside (the Hermitian sum doubles it),
+  // zero from M on. Held in b (h entries) plus one extra for Y[h].
+  Lanes<R>* Y = g.b.data();
+  const R* in_rows[L];
+  for (int i = 0; i < L; ++i) in_rows[i] = reinterpret_cast<const R*>(X + (r0 + std::min<int64_t>(i, nr - 1)) * M);
+  load_lanes<R>(in_rows, Y, M);
+  for (int64_t m = 0; m <= h; ++m) {
+    Lanes<R>& y = Y[m];
+    if (m >= M) {
+      y.re = y.im = Vec<R>{};
+    } else if (is_edge(m, n)) {
+      y.re *= w_edge;
+      y.im = Vec<R>{};
+    } else {
+      y.re *= w_int * R(0.5);
+      y.im *= w_int * R(0.5);
+    }
+  }
+  auto y_at = [&](int64_t m) -> const Lanes<R>& { return Y[m]; };
+  // E = Y[m] + conj(Y[h - m]), O = (Y[m] - conj(Y[h - m])) e^{+2 pi i m/n}, Z = E + i O.
+  Lanes<R>* z = g.a.data();
+  for (int64_t m = 0; m < h; ++m) {
+    const Lanes<R> ym = y_at(m), yc = y_at(h - m);
+    const R wr = plan.rec_re[static_cast<size_t>(m)], wi = -plan.rec_im[static_cast<size_t>(m)];
+    const Vec<R> er = ym.re + yc.re, ei = ym.im - yc.im;
+    const Vec<R> dr = ym.re - yc.re, di = ym.im + yc.im;
+    const Vec<R> or_ = dr * wr - di * wi, oi = dr * wi + di * wr;
+    z[m].re = er - oi;
+    z[m].im = ei + or_;
+  }
+  complex_fft<R, true>(plan, z, g.b.data());
+  R* out_rows[L];
+  for (int i = 0; i < L; ++i) out_rows[i] = x + (r0 + std::min<int64_t>(i, nr - 1)) * n;
+  store_lanes<R>(z, h, out_rows, nr);
+}
+
+}  // namespace
+
+bool lane_fft_supports(int64_t n) {
+  if (n < 2 || n % 2 != 0) return false;
+  bool ok = false;
+  factor_radices(n / 2, &ok);
+  return ok;
+}
+
+template <typename R>
+struct LaneRowFft<R>::Buffers : GroupBuffers<R> {
+  using GroupBuffers<R>::GroupBuffers;
+};
+
+template <typename R>
+LaneRowFft<R>::LaneRowFft(int64_t n) : plan_(cached_plan<R>(n)), buffers_(std::make_unique<Buffers>(plan_->h)) {}
+template <typename R>
+LaneRowFft<R>::~LaneRowFft() = default;
+template <typename R>
+LaneRowFft<R>::LaneRowFft(LaneRowFft&&) noexcept = default;
+
+template <typename R>
+void LaneRowFft<R>::forward(const R* x, std::complex<R>* X, int64_t rows, int64_t M, double w_edge, double w_int) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kLanes<R>)
+    rfft_group<R>(*plan_, x, X, r0, std::min<int64_t>(kLanes<R>, rows - r0), M, static_cast<R>(w_edge),
+                  static_cast<R>(w_int), *buffers_);
+}
+
+template <typename R>
+void LaneRowFft<R>::inverse(const std::complex<R>* X, R* x, int64_t rows, int64_t M, double w_edge, double w_int) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kLanes<R>)
+    irfft_group<R>(*plan_, X, x, r0, std::min<int64_t>(kLanes<R>, rows - r0), M, static_cast<R>(w_edge),
+                   static_cast<R>(w_int), *buffers_);
+}
+
+template class LaneRowFft<float>;
+template class LaneRowFft<double>;
+
+}  // namespace gs::sphere::detail

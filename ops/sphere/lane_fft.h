@@ -1,0 +1,58 @@
+// Real FFTs of many rows at once, one row per SIMD lane: the kernels behind rfft_lon / irfft_lon
+// (ops/sphere/fft.h) for the lengths they support. Internal to ops/sphere.
+//
+// Why not FFTW for every row: an SHT transforms hundreds of rows of the same length, and FFTW
+// (ESTIMATE plans, one row per call) took 1.3 us per 360-point row here, a third of a whole SHT at
+// 180x360. Transforming L rows side by side (L = 8 doubles or 16 floats, one 512-bit register) needs
+// no shuffles at all, and every lane runs the same instructions, so a row's result does not depend
+// on its lane, its neighbours or the thread split. Decisions and measurements: ops/sphere/NOTES.md,
+// "Longitude FFT".
+//
+// A real row of even length n = 2h is packed as z[k] = x[2k] + i x[2k+1] and transformed with a
+// complex FFT of length h (Stockham, radices 4, 2, 3, 5 and small odd primes); the half-length
+// spectrum is then split into the even- and odd-sample spectra and recombined. Odd n and half
+// lengths with a prime factor above kMaxRadix stay with FFTW.
+#pragma once
+#include <complex>
+#include <cstdint>
+#include <memory>
+
+namespace gs::sphere::detail {
+
+// The largest prime factor of n/2 the lane FFT handles (a direct DFT of that size per stage).
+inline constexpr int64_t kMaxRadix = 13;
+
+// Whether the lane FFT handles rows of length n: n even and every prime factor of n/2 <= kMaxRadix.
+bool lane_fft_supports(int64_t n);
+
+template <typename R>
+struct LanePlan;
+
+// One thread's transformer for rows of length n (lane_fft_supports(n) must hold): the cached
+// plan and the group buffers, allocated here so that the parallel loops that use it allocate
+// nothing.
+template <typename R>
+class LaneRowFft {
+ public:
+  explicit LaneRowFft(int64_t n);
+  ~LaneRowFft();
+  LaneRowFft(LaneRowFft&&) noexcept;
+  LaneRowFft(const LaneRowFft&) = delete;
+  LaneRowFft& operator=(const LaneRowFft&) = delete;
+  LaneRowFft& operator=(LaneRowFft&&) = delete;
+
+  // Rows [0, rows) of x (rows, n) -> X (rows, M), 1 <= M <= n/2 + 1:
+  //   X[m] = w_m sum_k x[k] e^{-2 pi i m k / n},  w_m = w_edge at m = 0 and m = n/2, w_int otherwise.
+  void forward(const R* x, std::complex<R>* X, int64_t rows, int64_t M, double w_edge, double w_int);
+  // Rows [0, rows) of X (rows, M) -> x (rows, n), 1 <= M <= n/2 + 1:
+  //   x[k] = Re sum_{m<M} w_m X[m] e^{2 pi i m k / n}, the same weights; the imaginary parts of the
+  // edge modes are ignored (the real part of a Hermitian sum).
+  void inverse(const std::complex<R>* X, R* x, int64_t rows, int64_t M, double w_edge, double w_int);
+
+ private:
+  struct Buffers;
+  std::shared_ptr<const LanePlan<R>> plan_;
+  std::unique_ptr<Buffers> buffers_;
+};
+
+}  // namespace gs::sphere::detail
