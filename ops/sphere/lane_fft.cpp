@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "ops/sphere/vec512.h"
 
 namespace gs::sphere::detail {
 
@@ -43,9 +43,8 @@ struct LanePlan {
 
 namespace {
 
-// Rows per group: one 64-byte register of R.
-template <typename R>
-constexpr int kLanes = static_cast<int>(64 / sizeof(R));
+using simd::kLanes;  // rows per group: one 64-byte register of R
+using simd::Vec;
 
 // e^{i 2 pi num / den}, with num reduced mod den first so that the angle is exact in f64.
 std::complex<double> unit_root(int64_t num, int64_t den) {
@@ -118,16 +117,7 @@ std::shared_ptr<const LanePlan<R>> cached_plan(int64_t n) {
   return plan;
 }
 
-// A complex lane vector: the L real parts, then the L imaginary parts, as GCC/Clang vector types
-// (one 512-bit register each on AVX-512; the compiler splits them on narrower hardware), so that
-// the butterflies do not depend on the auto-vectoriser.
-template <typename R>
-struct VecOf {
-  typedef R type __attribute__((vector_size(64)));
-};
-template <typename R>
-using Vec = typename VecOf<R>::type;
-
+// A complex lane vector: the L real parts, then the L imaginary parts.
 template <typename R>
 struct Lanes {
   Vec<R> re, im;
@@ -150,8 +140,7 @@ template <typename R>
 inline void transpose_block(Vec<R> (&v)[kLanes<R>]) {
   constexpr int L = kLanes<R>;
 #if defined(__GNUC__) && !defined(__clang__)
-  using I = std::conditional_t<sizeof(R) == 8, int64_t, int32_t>;
-  typedef I Mask __attribute__((vector_size(64)));
+  using Mask = simd::Index<R>;
   auto round = [&]<int b>() {
     Mask lo, hi;
     for (int p = 0; p < L; ++p) {

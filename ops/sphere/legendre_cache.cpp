@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "engine/error.h"
+#include "engine/factory.h"
 
 namespace gs::sphere {
 namespace {
@@ -43,77 +44,86 @@ std::vector<double> row_factors(const LegendreTableKey& key, const Quadrature& q
   return std::vector<double>(q.weights.size(), 1.0);
 }
 
-// One order's stored values: the block (lmax - m, n_even) in f64, with negligible values zeroed,
-// cut to the rows that matter and split by parity.
-template <typename T>
-struct OrderBlock {
+// One order's values (lmax - m, n_even) in f64, weighted, with negligible values zeroed, odd
+// functions exactly 0 on the equator, and the first northern row that keeps anything.
+struct OrderValues {
   int64_t first_row = 0;
-  std::vector<T> even, odd;  // (l_even, n_even - first_row), (l_odd, max(0, n_odd - first_row))
+  std::vector<double> v;
 };
 
-template <typename T>
-OrderBlock<T> order_block(const LegendreTableKey& key, int64_t n_even, int64_t n_odd, const LegendreSpec& north_spec,
-                          const std::vector<double>& x_north, const std::vector<double>& factor, int64_t m) {
-  std::vector<double> block = legendre_table_for_m(north_spec, x_north, m);  // (lmax - m, n_even)
+OrderValues order_values(const LegendreTableKey& key, int64_t n_even, int64_t n_odd, const LegendreSpec& north_spec,
+                         const std::vector<double>& x_north, const std::vector<double>& factor, int64_t m) {
+  OrderValues out;
+  out.v = legendre_table_for_m(north_spec, x_north, m);  // (lmax - m, n_even)
   const int64_t rows = key.lmax - m;
   double largest = 0;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < n_even; ++j) {
-      double& v = block[static_cast<size_t>(i * n_even + j)];
+      double& v = out.v[static_cast<size_t>(i * n_even + j)];
       v *= factor[static_cast<size_t>(j)];
       largest = std::max(largest, std::abs(v));
     }
   const double threshold = largest * LegendreTable::negligible(key.dtype);
-  OrderBlock<T> out;
   out.first_row = n_even;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < n_even; ++j) {
-      double& v = block[static_cast<size_t>(i * n_even + j)];
-      if (std::abs(v) <= threshold) v = 0;
-      else if (!((i % 2 == 1) && j >= n_odd)) out.first_row = std::min(out.first_row, j);
+      double& v = out.v[static_cast<size_t>(i * n_even + j)];
+      if (std::abs(v) <= threshold || (i % 2 == 1 && j >= n_odd)) v = 0;
+      else out.first_row = std::min(out.first_row, j);
     }
-  const int64_t js = out.first_row, we = n_even - js, wo = std::max<int64_t>(0, n_odd - js);
-  out.even.resize(static_cast<size_t>(LegendreTable::l_even(key.lmax, m) * we));
-  out.odd.resize(static_cast<size_t>(LegendreTable::l_odd(key.lmax, m) * wo));
-  for (int64_t i = 0; i < rows; ++i) {
-    const double* src = block.data() + i * n_even + js;
-    const bool even = i % 2 == 0;
-    const int64_t w = even ? we : wo;
-    T* dst = (even ? out.even.data() : out.odd.data()) + (i / 2) * w;
-    for (int64_t j = 0; j < w; ++j) dst[j] = static_cast<T>(src[j]);
-  }
   return out;
 }
+
+// One order's stored rows in T: (lmax - m, n_even - first_row).
+template <typename T>
+struct OrderRows {
+  int64_t first_row = 0;
+  std::vector<T> v;
+};
 
 template <typename T>
 void fill_table(LegendreTable& t, const LegendreSpec& north_spec, const std::vector<double>& x_north,
                 const std::vector<double>& factor) {
-  const int64_t mmax = t.key.mmax;
-  // Each order's block is built on its own (work ~ lmax - m: dynamic scheduling balances it); the
-  // layout, which depends on the rows each order keeps, is known only when all are done.
-  std::vector<OrderBlock<T>> blocks(static_cast<size_t>(mmax));
+  const int64_t mmax = t.key.mmax, lmax = t.key.lmax, lanes = t.lanes, n_even = t.n_even;
+  const int64_t n_blocks = (mmax + lanes - 1) / lanes;
+  // Each order on its own (work ~ lmax - m: dynamic scheduling balances it); the layout depends
+  // on the rows each order keeps, so it is known only when all are done.
+  std::vector<OrderRows<T>> orders(static_cast<size_t>(mmax));
 #pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t m = 0; m < mmax; ++m)
-    blocks[static_cast<size_t>(m)] = order_block<T>(t.key, t.n_even, t.n_odd, north_spec, x_north, factor, m);
-  t.first_row.resize(static_cast<size_t>(mmax));
-  t.even_offset.resize(static_cast<size_t>(mmax));
-  t.odd_offset.resize(static_cast<size_t>(mmax));
-  int64_t total = 0;
   for (int64_t m = 0; m < mmax; ++m) {
-    const OrderBlock<T>& b = blocks[static_cast<size_t>(m)];
-    t.first_row[static_cast<size_t>(m)] = b.first_row;
-    t.even_offset[static_cast<size_t>(m)] = total;
-    total += static_cast<int64_t>(b.even.size());
-    t.odd_offset[static_cast<size_t>(m)] = total;
-    total += static_cast<int64_t>(b.odd.size());
+    const OrderValues ov = order_values(t.key, n_even, t.n_odd, north_spec, x_north, factor, m);
+    OrderRows<T>& o = orders[static_cast<size_t>(m)];
+    o.first_row = ov.first_row;
+    const int64_t w = n_even - o.first_row;
+    o.v.resize(static_cast<size_t>((lmax - m) * w));
+    for (int64_t i = 0; i < lmax - m; ++i)
+      for (int64_t j = 0; j < w; ++j)
+        o.v[static_cast<size_t>(i * w + j)] = static_cast<T>(ov.v[static_cast<size_t>(i * n_even + o.first_row + j)]);
   }
-  t.values = empty({total}, t.key.dtype);
+  t.first_row.resize(static_cast<size_t>(mmax));
+  t.block_first_row.assign(static_cast<size_t>(n_blocks), n_even);
+  t.block_offset.resize(static_cast<size_t>(n_blocks));
+  int64_t total = 0;
+  for (int64_t k = 0; k < n_blocks; ++k) {
+    const size_t ks = static_cast<size_t>(k);
+    for (int64_t m = k * lanes; m < std::min(mmax, (k + 1) * lanes); ++m) {
+      t.first_row[static_cast<size_t>(m)] = orders[static_cast<size_t>(m)].first_row;
+      t.block_first_row[ks] = std::min(t.block_first_row[ks], t.first_row[static_cast<size_t>(m)]);
+    }
+    t.block_offset[ks] = total;
+    total += (lmax - k * lanes) * t.width(k) * lanes;
+  }
+  t.values = zeros({total + lanes}, t.key.dtype);
   T* out = t.values.data<T>();
   for (int64_t m = 0; m < mmax; ++m) {
-    OrderBlock<T>& b = blocks[static_cast<size_t>(m)];
-    std::copy(b.even.begin(), b.even.end(), out + t.even_offset[static_cast<size_t>(m)]);
-    std::copy(b.odd.begin(), b.odd.end(), out + t.odd_offset[static_cast<size_t>(m)]);
-    b = OrderBlock<T>();
+    OrderRows<T>& o = orders[static_cast<size_t>(m)];
+    const int64_t k = m / lanes, m0 = k * lanes, js = t.block_first_row[static_cast<size_t>(k)], w = t.width(k);
+    const int64_t ow = n_even - o.first_row;
+    T* block = out + t.block_offset[static_cast<size_t>(k)];
+    for (int64_t l = m; l < lmax; ++l)
+      for (int64_t j = o.first_row; j < n_even; ++j)
+        block[((l - m0) * w + (j - js)) * lanes + (m - m0)] = o.v[static_cast<size_t>((l - m) * ow + (j - o.first_row))];
+    o = OrderRows<T>();
   }
 }
 
@@ -123,6 +133,7 @@ std::shared_ptr<const LegendreTable> build_table(const LegendreTableKey& key) {
   t->key = key;
   t->n_even = (key.nlat + 1) / 2;
   t->n_odd = key.nlat / 2;
+  t->lanes = LegendreTable::lanes_for(key.dtype);
   const Quadrature q = make_quadrature(key.grid, key.nlat);
   const std::vector<double> x_north(q.cos_theta.begin(), q.cos_theta.begin() + t->n_even);
   const std::vector<double> factor = row_factors(key, q);
@@ -169,6 +180,15 @@ std::string LegendreTableKey::str() const {
 double LegendreTable::negligible(DType dtype) {
   const double eps = dtype == DType::f32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
   return eps / 4096;
+}
+
+int64_t LegendreTable::lanes_for(DType dtype) { return dtype == DType::f32 ? 8 : 4; }
+
+int64_t LegendreTable::index(int64_t m, int64_t l, int64_t j) const {
+  if (m < 0 || m >= key.mmax || l < m || l >= key.lmax || j < first_row[static_cast<size_t>(m)] || j >= n_even)
+    return -1;
+  const int64_t k = m / lanes, m0 = k * lanes, js = block_first_row[static_cast<size_t>(k)];
+  return block_offset[static_cast<size_t>(k)] + ((l - m0) * width(k) + (j - js)) * lanes + (m - m0);
 }
 
 size_t LegendreTable::nbytes() const {

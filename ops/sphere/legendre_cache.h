@@ -40,35 +40,41 @@ struct LegendreTableKey {
 };
 
 // One cached table. The grids are symmetric about the equator and
-// Pbar_l^m(-x) = (-1)^{l+m} Pbar_l^m(x), so only the northern rows are stored, split by parity:
+// Pbar_l^m(-x) = (-1)^{l+m} Pbar_l^m(x), so only the northern rows are stored:
 //   n_even = ceil(nlat / 2) rows: j = 0 .. nlat/2 - 1 and the equator row when nlat is odd;
-//   n_odd  = nlat / 2 rows: j = 0 .. nlat/2 - 1 (odd functions vanish on the equator).
+//   n_odd  = nlat / 2 (odd functions vanish on the equator: their equator values are stored as 0).
 // Near the poles Pbar_l^m ~ sin^m(theta) is negligible for large m: every value below
-// kNegligible * (the largest |value| of order m) is stored as an exact 0 (which also keeps
-// subnormal numbers, and their 100-cycle arithmetic, out of the kernels), and the leading northern
-// rows j < first_row[m] that hold nothing else are not stored at all: the SHT skips them. For each
-// m in [0, mmax), two row-major blocks of `values` (1-D, dtype key.dtype):
-//   even(m): (l_even(m), even_width(m)), rows l = m, m+2, ... < lmax, columns j = first_row[m] ..
-//   odd(m):  (l_odd(m),  odd_width(m)),  rows l = m+1, m+3, ... < lmax, columns j = first_row[m] ..
-// so the mirrored row nlat-1-j has the value of row j times +1 (even block) or -1 (odd block).
+// negligible() * (the largest |value| of order m) is stored as an exact 0 (which also keeps
+// subnormal numbers, and their 100-cycle arithmetic, out of the kernels), and first_row[m] is the
+// first northern row where order m keeps anything.
+//
+// Layout: orders are grouped in blocks of `lanes` consecutive m (lanes = the complex values of one
+// 512-bit register: 4 in f64, 8 in f32), because the SHT kernels (sht.cpp) hold one block's orders
+// side by side in a register, where the data (..., rows, mmax) already has them. Block k covers
+// m0 = k * lanes .. m0 + lanes - 1, its rows j = js .. n_even - 1 with js = block_first_row[k] (the
+// smallest first_row of its orders), and its degrees l = m0 .. lmax - 1:
+//   values[block_offset[k] + ((l - m0) * width(k) + (j - js)) * lanes + (m - m0)]
+// with 0 where l < m and for orders past mmax. `values` ends with `lanes` zeros of padding, so a
+// full register can be loaded at the last entry.
 struct LegendreTable {
   LegendreTableKey key;
   int64_t n_even = 0;
   int64_t n_odd = 0;
-  std::vector<int64_t> first_row;    // mmax entries: northern rows j < first_row[m] are zero for order m
-  std::vector<int64_t> even_offset;  // mmax entries: element offset of block even(m) in values
-  std::vector<int64_t> odd_offset;   // mmax entries: element offset of block odd(m)
-  Tensor values;                     // read-only storage
+  int64_t lanes = 0;
+  std::vector<int64_t> first_row;        // mmax entries: northern rows j < first_row[m] are zero for order m
+  std::vector<int64_t> block_first_row;  // per block: the smallest first_row of its orders
+  std::vector<int64_t> block_offset;     // per block: element offset in values
+  Tensor values;                         // read-only storage
 
   // Relative to the largest value of each order, in units of the dtype's epsilon: 2^-12 eps.
   static double negligible(DType dtype);
+  // Orders per block for a dtype.
+  static int64_t lanes_for(DType dtype);
 
-  static int64_t l_even(int64_t lmax, int64_t m) { return (lmax - m + 1) / 2; }
-  static int64_t l_odd(int64_t lmax, int64_t m) { return (lmax - m) / 2; }
-  int64_t l_even(int64_t m) const { return l_even(key.lmax, m); }
-  int64_t l_odd(int64_t m) const { return l_odd(key.lmax, m); }
-  int64_t even_width(int64_t m) const { return n_even - first_row[static_cast<size_t>(m)]; }
-  int64_t odd_width(int64_t m) const { return std::max<int64_t>(0, n_odd - first_row[static_cast<size_t>(m)]); }
+  int64_t blocks() const { return static_cast<int64_t>(block_offset.size()); }
+  int64_t width(int64_t block) const { return n_even - block_first_row[static_cast<size_t>(block)]; }
+  // The element index of (m, l, northern row j), or -1 where nothing is stored (the value is 0).
+  int64_t index(int64_t m, int64_t l, int64_t j) const;
   size_t nbytes() const;
 };
 

@@ -1,0 +1,298 @@
+// Table kernels of the Legendre contractions (legendre_table_kernels.h).
+//
+// Symmetry. With j' = nlat-1-j the mirror of northern row j and Pbar_l^m(-x) = (-1)^{l+m} Pbar_l^m(x),
+//   to_degree:   A[l,m] = sum_{northern j} T[l,j] (X[j,m] + (-1)^{l-m} X[j',m])
+//   to_latitude: X[j,m] = S_e + S_o, X[j',m] = S_e - S_o, with S_e (S_o) the sum over even (odd) l - m
+// so each table value serves a row and its mirror: half the multiply-adds of the plain sum.
+// In a register of orders m0 .. m0+lanes-1 the parity of l - m alternates from lane to lane; with
+// sigma = (+1, -1, +1, ...) over the lanes (the sign of (-1)^{m-m0}):
+//   to_degree:   degree l with l - m0 even contracts D+ = Xn + sigma Xs, odd l - m0 contracts D- = Xn - sigma Xs
+//   to_latitude: Sa = sum over even l - m0, Sb over odd: X[j] = Sa + Sb, X[j'] = sigma (Sa - Sb)
+// The equator row (odd nlat) has no mirror: Xs = 0 there, and the table holds 0 for odd functions.
+//
+// Blocking. to_degree keeps kDeg degrees x kFields fields of sums in registers and walks the rows;
+// to_latitude keeps kRows rows x kFieldsLat fields (two sums each) and walks the degrees. The
+// table entries of one block of orders stay in L1/L2 while the fields are walked.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+// The registers are sized for 512-bit vectors; GCC's tuning for AVX-512 CPUs defaults to 256.
+#pragma GCC target("prefer-vector-width=512")
+#endif
+#include "ops/sphere/legendre_table_kernels.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "ops/sphere/vec512.h"
+
+namespace gs::sphere {
+namespace {
+
+// One register (vec512.h) holds kLanes<T> / 2 complex values, re and im interleaved as in
+// std::complex arrays.
+using simd::kLanes;
+using simd::Vec;
+template <typename T>
+constexpr int kOrders = kLanes<T> / 2;
+
+constexpr int kDeg = 4;         // to_degree: degrees per register tile
+constexpr int kFields = 4;      // to_degree: fields per register tile
+constexpr int kRows = 4;        // to_latitude: northern rows per register tile
+constexpr int kFieldsLat = 2;   // to_latitude: fields per register tile (two sums each)
+constexpr int kChunkRows = 32;  // to_degree: rows whose D+/D- stay in L1 (16 KB of f64 at 4 fields)
+// Below this many multiply-adds a contraction stays on the calling thread.
+constexpr int64_t kSerialWork = 1 << 18;
+
+// The table's `orders` values at p, each duplicated into a re and an im lane.
+template <typename T>
+inline Vec<T> load_dup(const T* p) {
+  Vec<T> v;
+  std::memcpy(&v, p, sizeof(v));  // reads kLanes values; the table is padded for the last one
+#if defined(__GNUC__) && !defined(__clang__)
+  simd::Index<T> idx;
+  for (int i = 0; i < kLanes<T>; ++i) idx[i] = i / 2;
+  return __builtin_shuffle(v, idx);
+#else
+  Vec<T> d;
+  for (int i = 0; i < kLanes<T>; ++i) d[i] = v[i / 2];
+  return d;
+#endif
+}
+
+// sigma: +1 on the lanes of even m - m0, -1 on odd.
+template <typename T>
+inline Vec<T> lane_signs() {
+  Vec<T> s;
+  for (int i = 0; i < kLanes<T>; ++i) s[i] = (i / 2) % 2 == 0 ? T(1) : T(-1);
+  return s;
+}
+
+// Complex values at p: all kOrders (Full, one unaligned vector load or store), or the first
+// `count`, the rest zero (only the last block of orders can be partial).
+template <bool Full, typename T>
+inline Vec<T> load(const std::complex<T>* p, int count) {
+  Vec<T> v{};
+  if constexpr (Full) std::memcpy(&v, p, sizeof(v));
+  else std::memcpy(&v, p, static_cast<size_t>(count) * sizeof(std::complex<T>));
+  return v;
+}
+template <bool Full, typename T>
+inline void store(std::complex<T>* p, Vec<T> v, int count) {
+  if constexpr (Full) std::memcpy(p, &v, sizeof(v));
+  else std::memcpy(p, &v, static_cast<size_t>(count) * sizeof(std::complex<T>));
+}
+
+// Where one block of orders lives, in the table and in the data.
+template <typename T>
+struct BlockRef {
+  const T* tab;     // the block's values: ((l - m0) * width + (j - js)) * kOrders + (m - m0)
+  int64_t m0;       // first order
+  int count;        // orders of the block that exist (< kOrders only for the last block)
+  int64_t js;       // first stored northern row
+  int64_t width;    // stored rows
+  int64_t nlat, lmax, mmax, n_even, equator;  // equator = the equator row, or -1 (even nlat)
+  const T* t(int64_t l, int64_t j) const { return tab + ((l - m0) * width + (j - js)) * kOrders<T>; }
+};
+
+template <typename T>
+BlockRef<T> block_ref(const LegendreTable& tab, const T* values, int64_t k) {
+  const int64_t nlat = tab.key.nlat, mmax = tab.key.mmax, m0 = k * tab.lanes;
+  return {values + tab.block_offset[static_cast<size_t>(k)],
+          m0,
+          static_cast<int>(std::min<int64_t>(tab.lanes, mmax - m0)),
+          tab.block_first_row[static_cast<size_t>(k)],
+          tab.width(k),
+          nlat,
+          tab.key.lmax,
+          mmax,
+          tab.n_even,
+          nlat % 2 == 1 ? nlat / 2 : -1};
+}
+
+// The even/odd combinations D+ and D- of NB fields over a chunk of up to kChunkRows northern rows,
+// kept contiguous (in L1) while every degree of the block is contracted with them.
+template <typename T>
+struct RowChunk {
+  Vec<T> d[kFields][2][kChunkRows];  // [field][0: D+, 1: D-][row - j0]
+  int64_t j0 = 0, rows = 0;
+};
+
+template <typename T, bool Full, int NB>
+void fill_chunk(const BlockRef<T>& k, const std::complex<T>* X, int64_t b0, RowChunk<T>& c) {
+  const Vec<T> sigma = lane_signs<T>();
+  for (int f = 0; f < NB; ++f) {
+    const std::complex<T>* xf = X + (b0 + f) * k.nlat * k.mmax + k.m0;
+    for (int64_t r = 0; r < c.rows; ++r) {
+      const int64_t j = c.j0 + r;
+      const Vec<T> xn = load<Full>(xf + j * k.mmax, k.count);
+      const Vec<T> xs = j == k.equator ? Vec<T>{} : load<Full>(xf + (k.nlat - 1 - j) * k.mmax, k.count);
+      c.d[f][0][r] = xn + sigma * xs;
+      c.d[f][1][r] = xn - sigma * xs;
+    }
+  }
+}
+
+// Asks for the X rows of the chunk of NB fields at j0 (and their mirrors), so that they arrive
+// while the previous chunk is contracted: the rows are mmax complex values apart, too far for the
+// hardware's stride prefetcher, and each is read once.
+template <typename T, int NB>
+void prefetch_chunk(const BlockRef<T>& k, const std::complex<T>* X, int64_t b0, int64_t j0) {
+  const int64_t rows = std::min<int64_t>(kChunkRows, k.n_even - j0);
+  for (int f = 0; f < NB; ++f) {
+    const std::complex<T>* xf = X + (b0 + f) * k.nlat * k.mmax + k.m0;
+    for (int64_t r = 0; r < rows; ++r) {
+      __builtin_prefetch(xf + (j0 + r) * k.mmax);
+      __builtin_prefetch(xf + (k.nlat - 1 - j0 - r) * k.mmax);
+    }
+  }
+}
+
+// A[b0 .. b0+NB, l0 .. l0+ND, block] += the chunk's rows (the first chunk starts from 0).
+template <typename T, bool Full, int ND, int NB>
+void degree_tile(const BlockRef<T>& k, const RowChunk<T>& c, bool first, std::complex<T>* A, int64_t b0,
+                 int64_t l0) {
+  Vec<T> acc[ND][NB];
+  for (int d = 0; d < ND; ++d)
+    for (int f = 0; f < NB; ++f)
+      acc[d][f] = first ? Vec<T>{} : load<Full>(A + ((b0 + f) * k.lmax + l0 + d) * k.mmax + k.m0, k.count);
+  const T* t0 = k.t(l0, c.j0);
+  const int64_t t_stride = k.width * kOrders<T>;  // from one degree to the next
+  for (int64_t r = 0; r < c.rows; ++r) {
+#pragma GCC unroll 8
+    for (int d = 0; d < ND; ++d) {
+      const Vec<T> t = load_dup(t0 + d * t_stride + r * kOrders<T>);
+      // l0 - m0 is a multiple of kDeg (even), so degree l0 + d has the parity of d.
+#pragma GCC unroll 8
+      for (int f = 0; f < NB; ++f) acc[d][f] += t * c.d[f][d % 2][r];
+    }
+  }
+  for (int d = 0; d < ND; ++d)
+    for (int f = 0; f < NB; ++f) store<Full>(A + ((b0 + f) * k.lmax + l0 + d) * k.mmax + k.m0, acc[d][f], k.count);
+}
+
+// X[b0 .. b0+NB, rows j0 .. j0+NR and their mirrors, block] from the degrees of A.
+template <typename T, bool Full, int NR, int NB>
+void latitude_tile(const BlockRef<T>& k, const std::complex<T>* A, std::complex<T>* X, int64_t b0, int64_t j0) {
+  Vec<T> sa[NR][NB] = {}, sb[NR][NB] = {};
+  int64_t l = k.m0;
+  auto step = [&](int64_t deg, Vec<T>(&s)[NR][NB]) {
+    Vec<T> a[NB];
+#pragma GCC unroll 8
+    for (int f = 0; f < NB; ++f) a[f] = load<Full>(A + ((b0 + f) * k.lmax + deg) * k.mmax + k.m0, k.count);
+    const T* t = k.t(deg, j0);
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      const Vec<T> tr = load_dup(t + r * kOrders<T>);
+#pragma GCC unroll 8
+      for (int f = 0; f < NB; ++f) s[r][f] += tr * a[f];
+    }
+  };
+  for (; l + 1 < k.lmax; l += 2) {
+    step(l, sa);
+    step(l + 1, sb);
+  }
+  if (l < k.lmax) step(l, sa);
+  const Vec<T> sigma = lane_signs<T>();
+  for (int r = 0; r < NR; ++r) {
+    const int64_t j = j0 + r;
+    for (int f = 0; f < NB; ++f) {
+      std::complex<T>* xf = X + (b0 + f) * k.nlat * k.mmax + k.m0;
+      store<Full>(xf + j * k.mmax, sa[r][f] + sb[r][f], k.count);
+      if (j != k.equator) store<Full>(xf + (k.nlat - 1 - j) * k.mmax, sigma * (sa[r][f] - sb[r][f]), k.count);
+    }
+  }
+}
+
+// Calls fn.template operator()<N>(start) over [begin, end) in tiles of up to Max, the last one
+// shorter (N = 1 .. Max at compile time).
+template <int Max, typename Fn>
+void for_tiles(int64_t begin, int64_t end, Fn&& fn) {
+  int64_t i = begin;
+  for (; i + Max <= end; i += Max) fn.template operator()<Max>(i);
+  const int64_t rest = end - i;
+  if constexpr (Max > 1) {
+    if (rest > 0) {
+      [&]<int... N>(std::integer_sequence<int, N...>) {
+        ((rest == N + 1 ? (fn.template operator()<N + 1>(i), 0) : 0), ...);
+      }(std::make_integer_sequence<int, Max - 1>{});
+    }
+  }
+}
+
+// Zeroes rows [r0, r1) of the block's orders in every field of out (batch, rows, mmax).
+template <typename T>
+void zero_rows(const BlockRef<T>& k, std::complex<T>* out, int64_t rows, int64_t r0, int64_t r1, int64_t batch) {
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = r0; r < r1; ++r) {
+      std::complex<T>* p = out + (b * rows + r) * k.mmax + k.m0;
+      if (k.count == kOrders<T>) store<true>(p, Vec<T>{}, k.count);
+      else store<false>(p, Vec<T>{}, k.count);
+    }
+}
+
+template <typename T>
+void to_degree_block(const BlockRef<T>& k, const std::complex<T>* X, std::complex<T>* A, int64_t batch) {
+  // Degrees below the block's first order are zero, and all are when no row is stored.
+  zero_rows(k, A, k.lmax, 0, k.js >= k.n_even ? k.lmax : std::min(k.m0, k.lmax), batch);
+  if (k.js >= k.n_even) return;
+  RowChunk<T> c;
+  for_tiles<kFields>(0, batch, [&]<int NB>(int64_t b0) {
+    for (c.j0 = k.js; c.j0 < k.n_even; c.j0 += kChunkRows) {
+      c.rows = std::min<int64_t>(kChunkRows, k.n_even - c.j0);
+      const bool first = c.j0 == k.js;
+      if (k.count == kOrders<T>) fill_chunk<T, true, NB>(k, X, b0, c);
+      else fill_chunk<T, false, NB>(k, X, b0, c);
+      if (c.j0 + kChunkRows < k.n_even) prefetch_chunk<T, NB>(k, X, b0, c.j0 + kChunkRows);
+      else if (b0 + NB < batch) prefetch_chunk<T, NB>(k, X, b0 + NB, k.js);  // same rows, next fields
+      for_tiles<kDeg>(k.m0, k.lmax, [&]<int ND>(int64_t l0) {
+        if (k.count == kOrders<T>) degree_tile<T, true, ND, NB>(k, c, first, A, b0, l0);
+        else degree_tile<T, false, ND, NB>(k, c, first, A, b0, l0);
+      });
+    }
+  });
+}
+
+template <typename T>
+void to_latitude_block(const BlockRef<T>& k, const std::complex<T>* A, std::complex<T>* X, int64_t batch) {
+  // Rows before the block's first stored row, and their mirrors, are zero.
+  zero_rows(k, X, k.nlat, 0, k.js, batch);
+  zero_rows(k, X, k.nlat, k.nlat - k.js, k.nlat, batch);
+  for_tiles<kFieldsLat>(0, batch, [&]<int NB>(int64_t b0) {
+    for_tiles<kRows>(k.js, k.n_even, [&]<int NR>(int64_t j0) {
+      if (k.count == kOrders<T>) latitude_tile<T, true, NR, NB>(k, A, X, b0, j0);
+      else latitude_tile<T, false, NR, NB>(k, A, X, b0, j0);
+    });
+  });
+}
+
+// Runs block(k) over the table's blocks of orders; blocks are independent, so the split does not
+// change any result. Low orders cost most (lmax - m0 degrees, fewest skipped rows) and go first.
+template <typename T, typename Fn>
+void for_blocks(const LegendreTable& tab, int64_t batch, Fn&& block) {
+  const T* values = tab.values.template data<T>();
+  const int64_t n = tab.blocks();
+  const bool parallel = !omp_in_parallel() && batch * tab.key.nlat * tab.key.lmax * tab.key.mmax / 4 >= kSerialWork;
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+  for (int64_t k = 0; k < n; ++k) block(block_ref<T>(tab, values, k));
+}
+
+}  // namespace
+
+void table_to_degree(const LegendreTable& tab, const std::complex<float>* X, std::complex<float>* A, int64_t batch) {
+  for_blocks<float>(tab, batch, [&](const BlockRef<float>& k) { to_degree_block<float>(k, X, A, batch); });
+}
+void table_to_degree(const LegendreTable& tab, const std::complex<double>* X, std::complex<double>* A, int64_t batch) {
+  for_blocks<double>(tab, batch, [&](const BlockRef<double>& k) { to_degree_block<double>(k, X, A, batch); });
+}
+void table_to_latitude(const LegendreTable& tab, const std::complex<float>* A, std::complex<float>* X,
+                       int64_t batch) {
+  for_blocks<float>(tab, batch, [&](const BlockRef<float>& k) { to_latitude_block<float>(k, A, X, batch); });
+}
+void table_to_latitude(const LegendreTable& tab, const std::complex<double>* A, std::complex<double>* X,
+                       int64_t batch) {
+  for_blocks<double>(tab, batch, [&](const BlockRef<double>& k) { to_latitude_block<double>(k, A, X, batch); });
+}
+
+}  // namespace gs::sphere

@@ -1,0 +1,28 @@
+// The SHT's Legendre contractions on a cached table (legendre_cache.h). Internal to
+// ops/sphere/sht.cpp (and its tests); the on-the-fly alternative is legendre_recurrence.h, and
+// sht.cpp picks one per call. Decisions in ops/sphere/NOTES.md, section "SHT", "Kernel".
+//
+//   to_degree:   A (B, lmax, mmax) [l,m] = sum_j T_m[l,j] X (B, nlat, mmax) [j,m]   (0 where l < m)
+//   to_latitude: X (B, nlat, mmax) [j,m] = sum_{l>=m} T_m[l,j] A (B, lmax, mmax) [l,m]
+//
+// Both read and write the data in place, with no packing: a register holds one block of the
+// table's orders (4 complex f64 or 8 complex f32 values of consecutive m, as they lie in the data),
+// and each table value, loaded once and duplicated into the re/im lanes, multiplies the values of
+// several fields and degrees (or rows) held in registers. Results do not depend on the thread
+// count.
+#pragma once
+#include <complex>
+#include <cstdint>
+
+#include "ops/sphere/legendre_cache.h"
+
+namespace gs::sphere {
+
+void table_to_degree(const LegendreTable& tab, const std::complex<float>* X, std::complex<float>* A, int64_t batch);
+void table_to_degree(const LegendreTable& tab, const std::complex<double>* X, std::complex<double>* A, int64_t batch);
+void table_to_latitude(const LegendreTable& tab, const std::complex<float>* A, std::complex<float>* X,
+                       int64_t batch);
+void table_to_latitude(const LegendreTable& tab, const std::complex<double>* A, std::complex<double>* X,
+                       int64_t batch);
+
+}  // namespace gs::sphere

@@ -1,0 +1,30 @@
+// A 512-bit register of T for the ops/sphere kernels (lane_fft.cpp, legendre_table_kernels.cpp),
+// as a GCC/Clang vector type: element-wise operators compile to whole-register instructions
+// without depending on the auto-vectoriser, and the compiler splits them on narrower hardware.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+namespace gs::sphere::simd {
+
+template <typename T>
+struct VecOf {
+  typedef T type __attribute__((vector_size(64)));
+};
+template <typename T>
+using Vec = typename VecOf<T>::type;
+
+// Values of T per register: 8 doubles or 16 floats.
+template <typename T>
+constexpr int kLanes = static_cast<int>(64 / sizeof(T));
+
+// The integer vector __builtin_shuffle takes as the index of a Vec<T> (GCC).
+template <typename T>
+struct IndexOf {
+  using I = std::conditional_t<sizeof(T) == 8, int64_t, int32_t>;
+  typedef I type __attribute__((vector_size(64)));
+};
+template <typename T>
+using Index = typename IndexOf<T>::type;
+
+}  // namespace gs::sphere::simd
