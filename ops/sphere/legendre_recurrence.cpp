@@ -774,16 +774,20 @@ void to_latitude_all(const RecurrencePlan& p, const std::complex<T>* A, std::com
 LegendrePath set_legendre_path(LegendrePath path) { return g_path.exchange(path); }
 LegendrePath legendre_path() { return g_path.load(); }
 
-bool use_recurrence(const LegendreTableKey& key, int64_t batch) {
+bool use_recurrence(const LegendreTableKey& key, int64_t batch, detail::Direction dir) {
   switch (legendre_path()) {
     case LegendrePath::table: return false;
     case LegendrePath::recurrence: return true;
     case LegendrePath::automatic: break;
   }
-  // The measured rule (NOTES.md, "On-the-fly path"): the recurrence costs about the same per field
-  // at any batch, the table GEMMs get cheaper per field as the batch grows, and in f32 they run at
-  // twice the f64 rate while the recurrence stays in f64.
-  const int64_t degrees_per_field = key.dtype == DType::f32 ? 64 : 32;
+  // The measured rule (NOTES.md, "On-the-fly path"). The recurrence costs about the same per field
+  // at any batch; the table kernels get cheaper per field as the batch grows, until the table
+  // itself (10 MB in f64 at lmax 180, 80 MB at 360) has to come from memory on every call: in f64
+  // the recurrence won at every batch measured (up to 64) from lmax 256 on. In f32 the table
+  // kernels run at twice the f64 rate while the recurrence stays in f64; its synthesis is the
+  // cheaper direction.
+  if (key.dtype == DType::f64) return key.lmax >= 240 || batch * 64 <= key.lmax;
+  const int64_t degrees_per_field = dir == detail::Direction::to_degree ? 128 : 96;
   return batch * degrees_per_field <= key.lmax;
 }
 

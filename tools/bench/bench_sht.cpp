@@ -101,11 +101,16 @@ std::vector<Result> run_case(const Case& c, DType dtype, double sgemm, bool quic
   for (int64_t m = 0; m < spec.mmax; ++m) sum_l += static_cast<double>(std::max<int64_t>(0, spec.lmax - m));
   const double flops = 2.0 * 2.0 * static_cast<double>(c.batch) * sum_l * static_cast<double>(c.nlat);
 
-  // Each direction with each path forced; the automatic choice is timed last, after the tables
-  // are dropped when it runs on the fly (so that its peak bytes are its own).
-  const bool fly = sphere::use_recurrence(
-      {spec.grid, spec.nlat, spec.lmax, spec.mmax, spec.norm, spec.csphase, sphere::LegendreTableKind::analysis, dtype},
-      c.batch);
+  // Each direction with each path forced; the automatic choice (per direction: sht runs to_degree
+  // with the analysis table, isht to_latitude with the synthesis table) is timed last, after the
+  // tables are dropped when it runs on the fly (so that its peak bytes are its own).
+  auto key_of = [&](sphere::LegendreTableKind kind) {
+    return sphere::LegendreTableKey{spec.grid, spec.nlat, spec.lmax, spec.mmax, spec.norm, spec.csphase, kind, dtype};
+  };
+  const bool fly[2] = {
+      sphere::use_recurrence(key_of(sphere::LegendreTableKind::analysis), c.batch, sphere::detail::Direction::to_degree),
+      sphere::use_recurrence(key_of(sphere::LegendreTableKind::synthesis), c.batch,
+                             sphere::detail::Direction::to_latitude)};
   auto time_dir = [&](bool fwd, sphere::LegendrePath path, double once) {
     const sphere::LegendrePath previous = sphere::set_legendre_path(path);
     if (fwd) Tensor r = sphere::sht(x, spec);  // warm-up (builds the plan or table if needed)
@@ -120,20 +125,19 @@ std::vector<Result> run_case(const Case& c, DType dtype, double sgemm, bool quic
   double forced[2][2];  // [dir][fly]
   for (int dir = 0; dir < 2; ++dir)
     forced[dir][0] = time_dir(dir == 0, sphere::LegendrePath::table, dir == 0 ? fwd_once : inv_once);
-  if (fly) sphere::clear_legendre_cache();
+  if (fly[0] || fly[1]) sphere::clear_legendre_cache();
   double auto_s[2], peak[2];
   for (int dir = 0; dir < 2; ++dir) {
     forced[dir][1] = time_dir(dir == 0, sphere::LegendrePath::recurrence, dir == 0 ? fwd_once : inv_once);
-    if (fly) {
+    if (fly[dir]) {
       auto_s[dir] = forced[dir][1];
       peak[dir] = static_cast<double>(alloc.peak_bytes()) / 1e6;
     }
   }
-  if (!fly) {
-    for (int dir = 0; dir < 2; ++dir) {
-      auto_s[dir] = time_dir(dir == 0, sphere::LegendrePath::table, dir == 0 ? fwd_once : inv_once);
-      peak[dir] = static_cast<double>(alloc.peak_bytes()) / 1e6;
-    }
+  for (int dir = 0; dir < 2; ++dir) {
+    if (fly[dir]) continue;
+    auto_s[dir] = time_dir(dir == 0, sphere::LegendrePath::table, dir == 0 ? fwd_once : inv_once);
+    peak[dir] = static_cast<double>(alloc.peak_bytes()) / 1e6;
   }
 
   std::vector<Result> out;
@@ -152,7 +156,7 @@ std::vector<Result> run_case(const Case& c, DType dtype, double sgemm, bool quic
     r.pct_sgemm = 100.0 * r.gflops / sgemm;
     r.peak_mb = peak[dir];
     r.table_mb = static_cast<double>(fwd ? ana_bytes : syn_bytes) / 1e6;
-    r.path = fly ? "fly" : "table";
+    r.path = fly[dir] ? "fly" : "table";
     r.table_ms = 1e3 * forced[dir][0];
     r.fly_ms = 1e3 * forced[dir][1];
     out.push_back(r);
