@@ -184,6 +184,13 @@ double LegendreTable::negligible(DType dtype) {
 
 int64_t LegendreTable::lanes_for(DType dtype) { return dtype == DType::f32 ? 8 : 4; }
 
+size_t LegendreTable::estimated_bytes(const LegendreTableKey& key) {
+  const int64_t lanes = lanes_for(key.dtype), n_even = (key.nlat + 1) / 2;
+  int64_t entries = lanes;  // the padding
+  for (int64_t m0 = 0; m0 < key.mmax; m0 += lanes) entries += std::max<int64_t>(0, key.lmax - m0) * n_even * lanes;
+  return static_cast<size_t>(entries) * dtype_size(key.dtype);
+}
+
 int64_t LegendreTable::index(int64_t m, int64_t l, int64_t j) const {
   if (m < 0 || m >= key.mmax || l < m || l >= key.lmax || j < first_row[static_cast<size_t>(m)] || j >= n_even)
     return -1;

@@ -70,6 +70,9 @@ struct LegendreTable {
   static double negligible(DType dtype);
   // Orders per block for a dtype.
   static int64_t lanes_for(DType dtype);
+  // The bytes of the table for `key` without building it: every northern row counted (the stored
+  // table skips negligible polar rows, up to about a fifth at lmax 720).
+  static size_t estimated_bytes(const LegendreTableKey& key);
 
   int64_t blocks() const { return static_cast<int64_t>(block_offset.size()); }
   int64_t width(int64_t block) const { return n_even - block_first_row[static_cast<size_t>(block)]; }

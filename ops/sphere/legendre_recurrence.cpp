@@ -774,21 +774,20 @@ void to_latitude_all(const RecurrencePlan& p, const std::complex<T>* A, std::com
 LegendrePath set_legendre_path(LegendrePath path) { return g_path.exchange(path); }
 LegendrePath legendre_path() { return g_path.load(); }
 
-bool use_recurrence(const LegendreTableKey& key, int64_t batch, detail::Direction dir) {
+bool use_recurrence(const LegendreTableKey& key, int64_t batch) {
   switch (legendre_path()) {
     case LegendrePath::table: return false;
     case LegendrePath::recurrence: return true;
     case LegendrePath::automatic: break;
   }
-  // The measured rule (NOTES.md, "On-the-fly path"). The recurrence costs about the same per field
-  // at any batch; the table kernels get cheaper per field as the batch grows, until the table
-  // itself (10 MB in f64 at lmax 180, 80 MB at 360) has to come from memory on every call: in f64
-  // the recurrence won at every batch measured (up to 64) from lmax 256 on. In f32 the table
-  // kernels run at twice the f64 rate while the recurrence stays in f64; its synthesis is the
-  // cheaper direction.
-  if (key.dtype == DType::f64) return key.lmax >= 240 || batch * 64 <= key.lmax;
-  const int64_t degrees_per_field = dir == detail::Direction::to_degree ? 128 : 96;
-  return batch * degrees_per_field <= key.lmax;
+  // The measured rule (NOTES.md, "On-the-fly path"). Per field, both paths do work proportional
+  // to the table's entries, but the table kernels also stream the whole table once per call,
+  // shared by the batch; past the caches that traffic decides. The recurrence stays in f64 while
+  // the f32 table kernels run at twice the f64 rate, so f32 tables pay off down to larger shares.
+  const double mb = 1e-6 * static_cast<double>(LegendreTable::estimated_bytes(key));
+  const double per_field = mb / static_cast<double>(std::max<int64_t>(batch, 1));
+  if (key.dtype == DType::f32) return per_field >= 8.0;
+  return per_field >= 2.0 || (mb >= 16.0 && per_field >= 0.25);
 }
 
 std::shared_ptr<const RecurrencePlan> recurrence_plan_cached(const LegendreTableKey& key) {

@@ -13,7 +13,6 @@
 #include <memory>
 
 #include "ops/sphere/legendre_cache.h"
-#include "ops/sphere/sht_common.h"
 
 namespace gs::sphere {
 
@@ -25,9 +24,9 @@ enum class LegendrePath { automatic, table, recurrence };
 LegendrePath set_legendre_path(LegendrePath path);
 LegendrePath legendre_path();
 
-// Whether a contraction with table `key` in direction `dir` on `batch` fields runs on the fly: the
-// setting if forced, else the rule of NOTES.md ("On-the-fly path").
-bool use_recurrence(const LegendreTableKey& key, int64_t batch, detail::Direction dir);
+// Whether a contraction with table `key` on `batch` fields runs on the fly: the setting if forced,
+// else the rule of NOTES.md ("On-the-fly path"), which depends on the table's size per field.
+bool use_recurrence(const LegendreTableKey& key, int64_t batch);
 
 // What the recurrence needs for one table key, O(lmax * mmax + mmax * nlat) doubles, cached for the
 // life of the process (a few MB at lmax = 720; clear_legendre_cache does not drop it).

@@ -80,8 +80,8 @@ inline Vec<T> load(const std::complex<T>* p, int count) {
 }
 template <bool Full, typename T>
 inline void store(std::complex<T>* p, Vec<T> v, int count) {
-  if constexpr (Full) std::memcpy(p, &v, sizeof(v));
-  else std::memcpy(p, &v, static_cast<size_t>(count) * sizeof(std::complex<T>));
+  if constexpr (Full) std::memcpy(static_cast<void*>(p), &v, sizeof(v));
+  else std::memcpy(static_cast<void*>(p), &v, static_cast<size_t>(count) * sizeof(std::complex<T>));
 }
 
 // Where one block of orders lives, in the table and in the data.

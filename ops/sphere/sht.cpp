@@ -60,7 +60,7 @@ Tensor contract(const Tensor& x, const LegendreTableKey& key, Direction dir,
   out_sizes.push_back(rows_out);
   out_sizes.push_back(key.mmax);
   Tensor out = empty(out_sizes, x.dtype(), x.device());
-  const bool fly = use_recurrence(key, batch, dir);
+  const bool fly = use_recurrence(key, batch);
   std::shared_ptr<const LegendreTable> tab;
   if (!fly) tab = held ? std::move(held) : legendre_table_cached(key);
   if (out.numel() > 0) {

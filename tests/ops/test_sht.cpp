@@ -589,21 +589,26 @@ TEST_CASE("sht: round trips and gradients on the forced on-the-fly path") {
 TEST_CASE("sht: the automatic rule picks the table for many fields and the recurrence for one large field") {
   using gs::sphere::LegendreTableKind;
   using gs::sphere::use_recurrence;
-  using Dir = gs::sphere::detail::Direction;
   PathGuard g(gs::sphere::LegendrePath::automatic);
-  for (DType dtype : {DType::f32, DType::f64})
-    for (Dir dir : {Dir::to_degree, Dir::to_latitude}) {
-      CAPTURE(gs::dtype_name(dtype));
-      gs::sphere::LegendreTableKey small{GridKind::legendre_gauss, 64, 64, 64, gs::sphere::Normalization::ortho,
-                                         true, LegendreTableKind::analysis, dtype};
-      CHECK_FALSE(use_recurrence(small, 64, dir));
-      CHECK_FALSE(use_recurrence(small, 4, dir));
-      gs::sphere::LegendreTableKey large = small;
-      large.nlat = large.lmax = large.mmax = 720;
-      CHECK(use_recurrence(large, 1, dir));
-      // f64 tables of lmax >= 240 are too large to pay off at any batch; f32 tables do at 64 fields.
-      CHECK(use_recurrence(large, 64, dir) == (dtype == DType::f64));
-    }
+  for (DType dtype : {DType::f32, DType::f64}) {
+    CAPTURE(gs::dtype_name(dtype));
+    gs::sphere::LegendreTableKey small{GridKind::legendre_gauss, 64, 64, 64, gs::sphere::Normalization::ortho,
+                                       true, LegendreTableKind::analysis, dtype};
+    CHECK_FALSE(use_recurrence(small, 1));  // a table of 0.3-0.5 MB stays in cache
+    CHECK_FALSE(use_recurrence(small, 64));
+    gs::sphere::LegendreTableKey large = small;
+    large.nlat = large.lmax = large.mmax = 720;
+    CHECK(use_recurrence(large, 1));
+    CHECK(use_recurrence(large, 16));
+    CHECK_FALSE(use_recurrence(large, 4096));
+  }
+  // The estimate the rule uses is the stored size up to the skipped polar rows.
+  gs::sphere::LegendreTableKey mid{GridKind::legendre_gauss, 96, 96, 96, gs::sphere::Normalization::ortho,
+                                   true, LegendreTableKind::synthesis, DType::f64};
+  const double stored = static_cast<double>(gs::sphere::legendre_table_cached(mid)->nbytes());
+  const double estimate = static_cast<double>(gs::sphere::LegendreTable::estimated_bytes(mid));
+  CHECK(estimate >= stored);
+  CHECK(estimate <= 1.3 * stored);
 }
 
 TEST_CASE("sht: the recurrence keeps at least the table's polar rows") {

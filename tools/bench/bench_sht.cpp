@@ -101,16 +101,14 @@ std::vector<Result> run_case(const Case& c, DType dtype, double sgemm, bool quic
   for (int64_t m = 0; m < spec.mmax; ++m) sum_l += static_cast<double>(std::max<int64_t>(0, spec.lmax - m));
   const double flops = 2.0 * 2.0 * static_cast<double>(c.batch) * sum_l * static_cast<double>(c.nlat);
 
-  // Each direction with each path forced; the automatic choice (per direction: sht runs to_degree
-  // with the analysis table, isht to_latitude with the synthesis table) is timed last, after the
+  // Each direction with each path forced; the automatic choice (per direction: sht uses the
+  // analysis table, isht the synthesis table) is timed last, after the
   // tables are dropped when it runs on the fly (so that its peak bytes are its own).
   auto key_of = [&](sphere::LegendreTableKind kind) {
     return sphere::LegendreTableKey{spec.grid, spec.nlat, spec.lmax, spec.mmax, spec.norm, spec.csphase, kind, dtype};
   };
-  const bool fly[2] = {
-      sphere::use_recurrence(key_of(sphere::LegendreTableKind::analysis), c.batch, sphere::detail::Direction::to_degree),
-      sphere::use_recurrence(key_of(sphere::LegendreTableKind::synthesis), c.batch,
-                             sphere::detail::Direction::to_latitude)};
+  const bool fly[2] = {sphere::use_recurrence(key_of(sphere::LegendreTableKind::analysis), c.batch),
+                       sphere::use_recurrence(key_of(sphere::LegendreTableKind::synthesis), c.batch)};
   auto time_dir = [&](bool fwd, sphere::LegendrePath path, double once) {
     const sphere::LegendrePath previous = sphere::set_legendre_path(path);
     if (fwd) Tensor r = sphere::sht(x, spec);  // warm-up (builds the plan or table if needed)
