@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <functional>
 #include <future>
 #include <limits>
 #include <map>
@@ -44,31 +45,27 @@ std::vector<double> row_factors(const LegendreTableKey& key, const Quadrature& q
   return std::vector<double>(q.weights.size(), 1.0);
 }
 
-// One order's values (lmax - m, n_even) in f64, weighted, with negligible values zeroed, odd
-// functions exactly 0 on the equator, and the first northern row that keeps anything.
+// One order's values (lmax - m, n_even) in f64 with negligible values zeroed, the functions that
+// are odd about the equator exactly 0 on it, and the first northern row that keeps anything.
 struct OrderValues {
   int64_t first_row = 0;
   std::vector<double> v;
 };
 
-OrderValues order_values(const LegendreTableKey& key, int64_t n_even, int64_t n_odd, const LegendreSpec& north_spec,
-                         const std::vector<double>& x_north, const std::vector<double>& factor, int64_t m) {
+OrderValues clean_order(std::vector<double> raw, const LegendreTableKey& key, int parity, int64_t n_even,
+                        int64_t n_odd, int64_t m) {
   OrderValues out;
-  out.v = legendre_table_for_m(north_spec, x_north, m);  // (lmax - m, n_even)
+  out.v = std::move(raw);
   const int64_t rows = key.lmax - m;
   double largest = 0;
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < n_even; ++j) {
-      double& v = out.v[static_cast<size_t>(i * n_even + j)];
-      v *= factor[static_cast<size_t>(j)];
-      largest = std::max(largest, std::abs(v));
-    }
+  for (double v : out.v) largest = std::max(largest, std::abs(v));
   const double threshold = largest * LegendreTable::negligible(key.dtype);
   out.first_row = n_even;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < n_even; ++j) {
       double& v = out.v[static_cast<size_t>(i * n_even + j)];
-      if (std::abs(v) <= threshold || (i % 2 == 1 && j >= n_odd)) v = 0;
+      const bool odd_about_equator = (i + parity) % 2 == 1;  // i = l - m
+      if (std::abs(v) <= threshold || (odd_about_equator && j >= n_odd)) v = 0;
       else out.first_row = std::min(out.first_row, j);
     }
   return out;
@@ -82,8 +79,7 @@ struct OrderRows {
 };
 
 template <typename T>
-void fill_table(LegendreTable& t, const LegendreSpec& north_spec, const std::vector<double>& x_north,
-                const std::vector<double>& factor) {
+void fill_table(LegendreTable& t, const std::function<std::vector<double>(int64_t)>& raw_order) {
   const int64_t mmax = t.key.mmax, lmax = t.key.lmax, lanes = t.lanes, n_even = t.n_even;
   const int64_t n_blocks = (mmax + lanes - 1) / lanes;
   // Each order on its own (work ~ lmax - m: dynamic scheduling balances it); the layout depends
@@ -91,7 +87,7 @@ void fill_table(LegendreTable& t, const LegendreSpec& north_spec, const std::vec
   std::vector<OrderRows<T>> orders(static_cast<size_t>(mmax));
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t m = 0; m < mmax; ++m) {
-    const OrderValues ov = order_values(t.key, n_even, t.n_odd, north_spec, x_north, factor, m);
+    const OrderValues ov = clean_order(raw_order(m), t.key, t.parity, n_even, t.n_odd, m);
     OrderRows<T>& o = orders[static_cast<size_t>(m)];
     o.first_row = ov.first_row;
     const int64_t w = n_even - o.first_row;
@@ -129,21 +125,21 @@ void fill_table(LegendreTable& t, const LegendreSpec& north_spec, const std::vec
 
 std::shared_ptr<const LegendreTable> build_table(const LegendreTableKey& key) {
   check_key(key);
-  auto t = std::make_shared<LegendreTable>();
-  t->key = key;
-  t->n_even = (key.nlat + 1) / 2;
-  t->n_odd = key.nlat / 2;
-  t->lanes = LegendreTable::lanes_for(key.dtype);
   const Quadrature q = make_quadrature(key.grid, key.nlat);
-  const std::vector<double> x_north(q.cos_theta.begin(), q.cos_theta.begin() + t->n_even);
+  const int64_t n_even = (key.nlat + 1) / 2;
+  const std::vector<double> x_north(q.cos_theta.begin(), q.cos_theta.begin() + n_even);
   const std::vector<double> factor = row_factors(key, q);
-  const LegendreSpec north_spec = legendre_spec_of(key, t->n_even);
+  const LegendreSpec north_spec = legendre_spec_of(key, n_even);
   validate(north_spec);  // before the parallel loop: nothing in it may throw
-  dispatch_float(key.dtype, "Legendre table", [&]<typename T>() { fill_table<T>(*t, north_spec, x_north, factor); });
-  t->values.storage()->set_read_only(fmt::format(
-      "Legendre table ({}) is a shared constant of the SHT table cache; clone() it to get a writable copy",
-      key.str()));
-  return t;
+  return make_blocked_table(
+      key, 0,
+      [&](int64_t m) {
+        std::vector<double> v = legendre_table_for_m(north_spec, x_north, m);  // (lmax - m, n_even)
+        for (size_t i = 0; i < v.size(); ++i) v[i] *= factor[i % static_cast<size_t>(n_even)];
+        return v;
+      },
+      fmt::format("Legendre table ({}) is a shared constant of the SHT table cache; clone() it to get a writable copy",
+                  key.str()));
 }
 
 using TableFuture = std::shared_future<std::shared_ptr<const LegendreTable>>;
@@ -180,6 +176,23 @@ std::string LegendreTableKey::str() const {
 double LegendreTable::negligible(DType dtype) {
   const double eps = dtype == DType::f32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
   return eps / 4096;
+}
+
+std::shared_ptr<const LegendreTable> make_blocked_table(const LegendreTableKey& key, int parity,
+                                                       const std::function<std::vector<double>(int64_t)>& raw_order,
+                                                       const std::string& read_only_reason) {
+  GS_CHECK(is_floating(key.dtype) && key.nlat >= 1 && key.mmax >= 1 && key.mmax <= key.lmax && (parity == 0 || parity == 1),
+           "Legendre table: expected dtype f32/f64, nlat >= 1, 1 <= mmax <= lmax and parity 0 or 1, got {} (parity {})",
+           key.str(), parity);
+  auto t = std::make_shared<LegendreTable>();
+  t->key = key;
+  t->n_even = (key.nlat + 1) / 2;
+  t->n_odd = key.nlat / 2;
+  t->lanes = LegendreTable::lanes_for(key.dtype);
+  t->parity = parity;
+  dispatch_float(key.dtype, "Legendre table", [&]<typename T>() { fill_table<T>(*t, raw_order); });
+  t->values.storage()->set_read_only(read_only_reason);
+  return t;
 }
 
 int64_t LegendreTable::lanes_for(DType dtype) { return dtype == DType::f32 ? 8 : 4; }

@@ -6,6 +6,7 @@
 #pragma once
 #include <algorithm>
 #include <compare>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -61,6 +62,9 @@ struct LegendreTable {
   int64_t n_even = 0;
   int64_t n_odd = 0;
   int64_t lanes = 0;
+  // 0: T_l^m(-x) = (-1)^{l-m} T_l^m(x), as Pbar (and m Pbar / sin theta); 1: the opposite sign, as
+  // dPbar/dtheta (the vector SHT's tables). Functions odd about the equator are 0 on it.
+  int parity = 0;
   std::vector<int64_t> first_row;        // mmax entries: northern rows j < first_row[m] are zero for order m
   std::vector<int64_t> block_first_row;  // per block: the smallest first_row of its orders
   std::vector<int64_t> block_offset;     // per block: element offset in values
@@ -89,6 +93,15 @@ struct LegendreTable {
 // model's tables cost their memory once. Tensors already handed out (e.g. saved in an autograd
 // graph) keep their storage alive after a clear; a later lookup then builds a new table.
 std::shared_ptr<const LegendreTable> legendre_table_cached(const LegendreTableKey& key);
+
+// A table in the layout above from f64 values given per order: raw_order(m) returns the
+// (lmax - m, n_even) block of order m on the northern rows (degree-major), already weighted.
+// Negligible values are zeroed and first rows found as for the SHT's tables; the storage is
+// read-only with `read_only_reason` as the message. For tables of other functions with the same
+// symmetry (the vector SHT's); raw_order runs on OpenMP threads and must not throw.
+std::shared_ptr<const LegendreTable> make_blocked_table(const LegendreTableKey& key, int parity,
+                                                       const std::function<std::vector<double>(int64_t)>& raw_order,
+                                                       const std::string& read_only_reason);
 
 // The f64 reference values Pbar_l^m(x_j) (times w_j for analysis) at every row j of the grid, in
 // LegendreSpec's triangular layout (block m: (lmax - m, nlat)). Built directly from legendre.h,

@@ -9,6 +9,8 @@
 //   to_degree:   degree l with l - m0 even contracts D+ = Xn + sigma Xs, odd l - m0 contracts D- = Xn - sigma Xs
 //   to_latitude: Sa = sum over even l - m0, Sb over odd: X[j] = Sa + Sb, X[j'] = sigma (Sa - Sb)
 // The equator row (odd nlat) has no mirror: Xs = 0 there, and the table holds 0 for odd functions.
+// Tables of parity 1 (T(-x) = -(-1)^{l-m} T(x), the vector SHT's dPbar/dtheta) swap D+ and D-, and
+// write -sigma (Sa - Sb) to the mirror.
 //
 // Blocking. to_degree keeps kDeg degrees x kFields fields of sums in registers and walks the rows;
 // to_latitude keeps kRows rows x kFieldsLat fields (two sums each) and walks the degrees. The
@@ -93,6 +95,7 @@ struct BlockRef {
   int64_t js;       // first stored northern row
   int64_t width;    // stored rows
   int64_t nlat, lmax, mmax, n_even, equator;  // equator = the equator row, or -1 (even nlat)
+  int parity;       // LegendreTable::parity: 1 swaps the roles of the even and odd combinations
   const T* t(int64_t l, int64_t j) const { return tab + ((l - m0) * width + (j - js)) * kOrders<T>; }
 };
 
@@ -108,7 +111,8 @@ BlockRef<T> block_ref(const LegendreTable& tab, const T* values, int64_t k) {
           tab.key.lmax,
           mmax,
           tab.n_even,
-          nlat % 2 == 1 ? nlat / 2 : -1};
+          nlat % 2 == 1 ? nlat / 2 : -1,
+          tab.parity};
 }
 
 // The even/odd combinations D+ and D- of NB fields over a chunk of up to kChunkRows northern rows,
@@ -164,8 +168,9 @@ void degree_tile(const BlockRef<T>& k, const RowChunk<T>& c, bool first, std::co
     for (int d = 0; d < ND; ++d) {
       const Vec<T> t = load_dup(t0 + d * t_stride + r * kOrders<T>);
       // l0 - m0 is a multiple of kDeg (even), so degree l0 + d has the parity of d.
+      const int combination = (d + k.parity) % 2;
 #pragma GCC unroll 8
-      for (int f = 0; f < NB; ++f) acc[d][f] += t * c.d[f][d % 2][r];
+      for (int f = 0; f < NB; ++f) acc[d][f] += t * c.d[f][combination][r];
     }
   }
   for (int d = 0; d < ND; ++d)
@@ -194,13 +199,13 @@ void latitude_tile(const BlockRef<T>& k, const std::complex<T>* A, std::complex<
     step(l + 1, sb);
   }
   if (l < k.lmax) step(l, sa);
-  const Vec<T> sigma = lane_signs<T>();
+  const Vec<T> mirror = k.parity == 0 ? lane_signs<T>() : -lane_signs<T>();
   for (int r = 0; r < NR; ++r) {
     const int64_t j = j0 + r;
     for (int f = 0; f < NB; ++f) {
       std::complex<T>* xf = X + (b0 + f) * k.nlat * k.mmax + k.m0;
       store<Full>(xf + j * k.mmax, sa[r][f] + sb[r][f], k.count);
-      if (j != k.equator) store<Full>(xf + (k.nlat - 1 - j) * k.mmax, sigma * (sa[r][f] - sb[r][f]), k.count);
+      if (j != k.equator) store<Full>(xf + (k.nlat - 1 - j) * k.mmax, mirror * (sa[r][f] - sb[r][f]), k.count);
     }
   }
 }

@@ -12,17 +12,13 @@
 // 1/(l(l+1)) folded in), the synthesis' backward an analysis with the synthesis table. Each
 // backward is recorded with the forward as its own backward: derivatives of every order.
 //
-// Kernel: plain per-order real GEMMs (no equatorial symmetry split). The complex batch of the two
-// components is a real (rows, 4B) matrix; D and M each multiply it once, and the four products
-// are combined as above.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // Eigen's GEMM under -march=native (see linalg.cpp)
-#endif
+// Kernel: D and M are stored like the scalar SHT's tables (blocked orders, northern rows, each with
+// its equatorial parity) and applied by the same kernels (legendre_table_kernels.h) to both
+// components at once; the four products are then combined as above.
 #include "ops/sphere/vector_sht.h"
 
 #include <omp.h>
 
-#include <Eigen/Core>
 #include <cmath>
 #include <complex>
 #include <map>
@@ -38,6 +34,7 @@
 #include "ops/shape_ops.h"
 #include "ops/sphere/fft.h"
 #include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/legendre_table_kernels.h"
 #include "ops/sphere/sht_common.h"
 
 namespace gs::sphere {
@@ -48,14 +45,13 @@ using detail::Direction;
 using detail::flip;
 using detail::table_key;
 
-// The derivative tables of one (grid, nlat, lmax, mmax, norm, csphase, kind, dtype): values holds
-// D in the triangular layout of `layout` (block m: (lmax - m) rows l = m.., nlat values each),
-// then M in the same layout, starting at `tri`. Read-only storage.
+// The derivative tables of one (grid, nlat, lmax, mmax, norm, csphase, kind, dtype), each in the
+// blocked layout of the SHT's tables (legendre_cache.h) on the northern rows: D (parity 1:
+// dPbar/dtheta flips sign with the equatorial parity of Pbar) and M (parity 0). Read-only.
 struct VectorTable {
   LegendreTableKey key;
-  LegendreSpec layout;
-  int64_t tri = 0;
-  Tensor values;
+  std::shared_ptr<const LegendreTable> d, m;
+  size_t nbytes() const { return d->nbytes() + m->nbytes(); }
 };
 
 std::string table_name(const LegendreTableKey& key) { return "vector SHT derivative table (" + key.str() + ")"; }
@@ -68,49 +64,48 @@ std::string table_name(const LegendreTableKey& key) { return "vector SHT derivat
 //   M_l^m = sqrt((2l+1)/(2l+3)) (sqrt((l-m+1)(l-m+2)) P_{l+1}^{m-1}
 //                                + sqrt((l+m+1)(l+m+2)) P_{l+1}^{m+1}) / 2              (m >= 1)
 //   M_l^0 = 0;  odd m negated with csphase;  analysis: times w_j / (l(l+1)) (l = 0 rows are 0).
+// Only the northern rows are computed; the grids mirror exactly, and D and M have definite parity.
 std::shared_ptr<const VectorTable> build_table(const LegendreTableKey& key) {
   const bool analysis = key.kind == LegendreTableKind::analysis;
   const Quadrature q = make_quadrature(key.grid, key.nlat);
-  const LegendreSpec pspec{key.grid, key.nlat, key.lmax + 1, key.mmax + 1, key.norm, false, !analysis};
+  const int64_t n_even = (key.nlat + 1) / 2;
+  const std::vector<double> x_north(q.cos_theta.begin(), q.cos_theta.begin() + n_even);
+  const LegendreSpec pspec{key.grid, n_even, key.lmax + 1, key.mmax + 1, key.norm, false, !analysis};
   validate(pspec);
-  const std::vector<double> P = legendre_table(pspec, q.cos_theta);
-  const int64_t nlat = key.nlat, lmax = key.lmax, mmax = key.mmax;
+  const std::vector<double> P = legendre_table(pspec, x_north);
+  const int64_t lmax = key.lmax;
   auto p = [&](int64_t m, int64_t l, int64_t j) { return l < m ? 0.0 : P[pspec.tri_index(m, l, j)]; };
-
-  auto t = std::make_shared<VectorTable>();
-  t->key = key;
-  t->layout = LegendreSpec{key.grid, nlat, lmax, mmax, key.norm, key.csphase, !analysis};
-  t->tri = static_cast<int64_t>(t->layout.tri_size());
-  std::vector<double> v(2 * static_cast<size_t>(t->tri), 0.0);
-  double* D = v.data();
-  double* M = v.data() + t->tri;
-  for (int64_t m = 0; m < mmax; ++m) {
+  // One order's (lmax - m, n_even) block of D (which = 0) or M (which = 1).
+  auto order = [&](int which, int64_t m) {
+    std::vector<double> v(static_cast<size_t>((lmax - m) * n_even), 0.0);
     const double sign = key.csphase && m % 2 == 1 ? -1.0 : 1.0;
     for (int64_t l = m; l < lmax; ++l) {
       const double dl = static_cast<double>(l), dm = static_cast<double>(m);
       const double norm = analysis && l > 0 ? 1.0 / (dl * (dl + 1)) : 1.0;
-      for (int64_t j = 0; j < nlat; ++j) {
+      for (int64_t j = 0; j < n_even; ++j) {
         const double rowf = sign * norm * (analysis ? q.weights[static_cast<size_t>(j)] : 1.0);
-        double d, mm = 0.0;
-        if (m == 0) {
-          d = -std::sqrt(dl * (dl + 1)) * p(1, l, j);
-        } else {
-          d = 0.5 * (std::sqrt((dl + dm) * (dl - dm + 1)) * p(m - 1, l, j) -
-                     std::sqrt((dl - dm) * (dl + dm + 1)) * p(m + 1, l, j));
-          mm = 0.5 * std::sqrt((2 * dl + 1) / (2 * dl + 3)) *
-               (std::sqrt((dl - dm + 1) * (dl - dm + 2)) * p(m - 1, l + 1, j) +
-                std::sqrt((dl + dm + 1) * (dl + dm + 2)) * p(m + 1, l + 1, j));
+        double value = 0.0;
+        if (which == 0 && m == 0) {
+          value = -std::sqrt(dl * (dl + 1)) * p(1, l, j);
+        } else if (which == 0) {
+          value = 0.5 * (std::sqrt((dl + dm) * (dl - dm + 1)) * p(m - 1, l, j) -
+                         std::sqrt((dl - dm) * (dl + dm + 1)) * p(m + 1, l, j));
+        } else if (m > 0) {
+          value = 0.5 * std::sqrt((2 * dl + 1) / (2 * dl + 3)) *
+                  (std::sqrt((dl - dm + 1) * (dl - dm + 2)) * p(m - 1, l + 1, j) +
+                   std::sqrt((dl + dm + 1) * (dl + dm + 2)) * p(m + 1, l + 1, j));
         }
-        const size_t i = t->layout.tri_index(m, l, j);
-        D[i] = rowf * d;
-        M[i] = rowf * mm;
+        v[static_cast<size_t>((l - m) * n_even + j)] = rowf * value;
       }
     }
-  }
-  t->values = cast_copy(from_vector(v, Shape{2 * t->tri}), key.dtype);
-  t->values.storage()->set_read_only(table_name(key) +
-                                     " is a shared constant of the vector SHT table cache; clone() it to get a "
-                                     "writable copy");
+    return v;
+  };
+  auto t = std::make_shared<VectorTable>();
+  t->key = key;
+  const std::string reason =
+      table_name(key) + " is a shared constant of the vector SHT table cache; clone() it to get a writable copy";
+  t->d = make_blocked_table(key, 1, [&](int64_t m) { return order(0, m); }, reason);
+  t->m = make_blocked_table(key, 0, [&](int64_t m) { return order(1, m); }, reason);
   return t;
 }
 
@@ -127,68 +122,44 @@ std::shared_ptr<const VectorTable> table_cached(const LegendreTableKey& key) {
   return cache.emplace(key, std::move(built)).first->second;
 }
 
-template <typename T>
-using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-// One contraction over all orders. in/out are (B, 2, rows, mmax) complex, contiguous.
+// One contraction over all orders. in/out are (B, 2, rows, mmax) complex, contiguous. Both
+// components of every field go through the scalar table kernels as one batch of 2B fields, once
+// with D and once with M (pd, pm: scratch of the output's size), and are then combined:
+//   to_degree:   S = D X0 - i M X1,        T = -i M X0 - D X1
+//   to_latitude: X0 = D^T S + i M^T T,     X1 = i M^T S - D^T T
 template <typename T>
 void contract_kernel(Direction dir, const std::complex<T>* in, std::complex<T>* out, const VectorTable& tab,
-                     int64_t B) {
-  const int64_t nlat = tab.key.nlat, lmax = tab.key.lmax, mmax = tab.key.mmax;
-  const int64_t rows_in = dir == Direction::to_degree ? nlat : lmax;
-  const int64_t rows_out = dir == Direction::to_degree ? lmax : nlat;
-  const T* table = tab.values.template data<T>();
-  std::fill(out, out + B * 2 * rows_out * mmax, std::complex<T>(0, 0));
-  const int64_t W = 4 * B;
-  auto col = [](int64_t b, int64_t c, int64_t r) { return (b * 2 + c) * 2 + r; };
-  auto run_order = [&](int64_t m) {
-    const int64_t L = lmax - m;
-    if (L <= 0) return;
-    const size_t off = tab.layout.tri_offset(m);
-    Eigen::Map<const RowMatrix<T>> Dm(table + off, L, nlat);
-    Eigen::Map<const RowMatrix<T>> Mm(table + tab.tri + off, L, nlat);
-    const int64_t r0 = dir == Direction::to_degree ? 0 : m;  // first input row used
-    const int64_t nin = rows_in - r0;
-    RowMatrix<T> X(nin, W);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t c = 0; c < 2; ++c)
-        for (int64_t r = 0; r < nin; ++r) {
-          const std::complex<T> z = in[((b * 2 + c) * rows_in + r0 + r) * mmax + m];
-          X(r, col(b, c, 0)) = z.real();
-          X(r, col(b, c, 1)) = z.imag();
-        }
-    RowMatrix<T> P, R;
-    if (dir == Direction::to_degree) {
-      P.noalias() = Dm * X;
-      R.noalias() = Mm * X;
-    } else {
-      P.noalias() = Dm.transpose() * X;
-      R.noalias() = Mm.transpose() * X;
-    }
-    const int64_t o0 = dir == Direction::to_degree ? m : 0;  // first output row written
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t r = 0; r < P.rows(); ++r) {
-        std::complex<T>& y0 = out[((b * 2 + 0) * rows_out + o0 + r) * mmax + m];
-        std::complex<T>& y1 = out[((b * 2 + 1) * rows_out + o0 + r) * mmax + m];
-        if (dir == Direction::to_degree) {
-          // S = D X0 - i M X1, T = -i M X0 - D X1
-          y0 = {P(r, col(b, 0, 0)) + R(r, col(b, 1, 1)), P(r, col(b, 0, 1)) - R(r, col(b, 1, 0))};
-          y1 = {R(r, col(b, 0, 1)) - P(r, col(b, 1, 0)), -R(r, col(b, 0, 0)) - P(r, col(b, 1, 1))};
-        } else {
-          // X0 = D^T S + i M^T T, X1 = i M^T S - D^T T
-          y0 = {P(r, col(b, 0, 0)) - R(r, col(b, 1, 1)), P(r, col(b, 0, 1)) + R(r, col(b, 1, 0))};
-          y1 = {-R(r, col(b, 0, 1)) - P(r, col(b, 1, 0)), R(r, col(b, 0, 0)) - P(r, col(b, 1, 1))};
-        }
-      }
-  };
-  const int64_t work = B * nlat * lmax * mmax;
-  const bool parallel = work >= (int64_t{1} << 16) && !omp_in_parallel() && omp_get_max_threads() > 1;
-  if (!parallel) {
-    for (int64_t m = 0; m < mmax; ++m) run_order(m);
-    return;
+                     int64_t B, std::complex<T>* pd, std::complex<T>* pm) {
+  using C = std::complex<T>;
+  const int64_t rows_out = dir == Direction::to_degree ? tab.key.lmax : tab.key.nlat;
+  const int64_t plane = rows_out * tab.key.mmax;  // one component of one field
+  if (dir == Direction::to_degree) {
+    table_to_degree(*tab.d, in, pd, 2 * B);
+    table_to_degree(*tab.m, in, pm, 2 * B);
+  } else {
+    table_to_latitude(*tab.d, in, pd, 2 * B);
+    table_to_latitude(*tab.m, in, pm, 2 * B);
   }
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t m = 0; m < mmax; ++m) run_order(m);
+  const C i(0, 1);
+  const bool parallel = B * plane >= (int64_t{1} << 15) && !omp_in_parallel();
+#pragma omp parallel for if (parallel)
+  for (int64_t b = 0; b < B; ++b) {
+    const C* d0 = pd + (2 * b) * plane;
+    const C* d1 = d0 + plane;
+    const C* m0 = pm + (2 * b) * plane;
+    const C* m1 = m0 + plane;
+    C* y0 = out + (2 * b) * plane;
+    C* y1 = y0 + plane;
+    for (int64_t k = 0; k < plane; ++k) {
+      if (dir == Direction::to_degree) {
+        y0[k] = d0[k] - i * m1[k];
+        y1[k] = -i * m0[k] - d1[k];
+      } else {
+        y0[k] = d0[k] + i * m1[k];
+        y1[k] = i * m0[k] - d1[k];
+      }
+    }
+  }
 }
 
 const char* op_name(LegendreTableKind kind, Direction dir) {
@@ -209,14 +180,17 @@ Tensor contract(const Tensor& x, const std::shared_ptr<const VectorTable>& tab, 
   Tensor out = empty(out_sizes, x.dtype(), x.device());
   if (out.numel() > 0) {
     const Tensor xc = contiguous_copy(x);
+    Tensor pd = empty(out_sizes, x.dtype(), x.device()), pm = empty(out_sizes, x.dtype(), x.device());
     dispatch_float(key.dtype, op_name(key.kind, dir), [&]<typename T>() {
-      contract_kernel<T>(dir, xc.data<std::complex<T>>(), out.data<std::complex<T>>(), *tab, B);
+      contract_kernel<T>(dir, xc.data<std::complex<T>>(), out.data<std::complex<T>>(), *tab, B,
+                         pd.data<std::complex<T>>(), pm.data<std::complex<T>>());
     });
   }
   if (should_record({x}))
-    record_op(op_name(key.kind, dir), {x}, {&out}, {tab->values}, {},
+    record_op(op_name(key.kind, dir), {x}, {&out}, {tab->d->values, tab->m->values}, {},
               [tab, dir](BackwardContext& ctx, const std::vector<Tensor>& g) {
-                ctx.saved(0);  // throws if the table was overwritten since forward
+                ctx.saved(0);  // throw if a table was overwritten since forward
+                ctx.saved(1);
                 return std::vector<Tensor>{contract(g[0], tab, flip(dir))};
               });
   return out;
@@ -330,8 +304,7 @@ Tensor spectral_gradient(const Tensor& c, const ShtSpec& spec, double radius) {
 size_t vector_sht_table_bytes(const ShtSpec& spec, DType dtype, bool analysis) {
   GS_CHECK(is_floating(dtype), "vector_sht_table_bytes: expected f32 or f64, got {}", dtype_name(dtype));
   const auto kind = analysis ? LegendreTableKind::analysis : LegendreTableKind::synthesis;
-  const auto t = table_cached(table_key(spec, kind, dtype));
-  return static_cast<size_t>(t->values.numel()) * dtype_size(dtype);
+  return table_cached(table_key(spec, kind, dtype))->nbytes();
 }
 
 namespace {
