@@ -154,6 +154,15 @@ void over_rows(int64_t rows, int nthreads, Body&& body) {
   }
 }
 
+// over_rows with one lane-FFT transformer per thread (plans and buffers made before the region).
+template <typename R, typename Body>
+void over_lane_rows(int64_t rows, int64_t n, int nthreads, Body&& body) {
+  std::vector<detail::LaneRowFft<R>> fft;
+  for (int t = 0; t < nthreads; ++t) fft.emplace_back(n);
+  over_rows(rows, nthreads,
+            [&](int t, int64_t lo, int64_t hi) { body(fft[static_cast<size_t>(t)], lo, hi); });
+}
+
 // (rows, n) real -> (rows, M) complex: X[m] = w_m Σ_k x[k] e^{-2πi mk/n}.
 template <typename R>
 void analysis_rows(const R* x, std::complex<R>* X, int64_t rows, int64_t n, int64_t M, double w_edge,
@@ -161,10 +170,8 @@ void analysis_rows(const R* x, std::complex<R>* X, int64_t rows, int64_t n, int6
   using C = std::complex<R>;
   const int nthreads = threads_for(rows, n);
   if (detail::lane_fft_supports(n)) {
-    std::vector<detail::LaneRowFft<R>> fft;
-    for (int t = 0; t < nthreads; ++t) fft.emplace_back(n);
-    over_rows(rows, nthreads, [&](int t, int64_t lo, int64_t hi) {
-      fft[static_cast<size_t>(t)].forward(x + lo * n, X + lo * M, hi - lo, M, w_edge, w_int);
+    over_lane_rows<R>(rows, n, nthreads, [&](detail::LaneRowFft<R>& fft, int64_t lo, int64_t hi) {
+      fft.forward(x + lo * n, X + lo * M, hi - lo, M, w_edge, w_int);
     });
     return;
   }
@@ -192,10 +199,8 @@ void synthesis_rows(const std::complex<R>* X, R* x, int64_t rows, int64_t n, int
   using C = std::complex<R>;
   const int nthreads = threads_for(rows, n);
   if (detail::lane_fft_supports(n)) {
-    std::vector<detail::LaneRowFft<R>> fft;
-    for (int t = 0; t < nthreads; ++t) fft.emplace_back(n);
-    over_rows(rows, nthreads, [&](int t, int64_t lo, int64_t hi) {
-      fft[static_cast<size_t>(t)].inverse(X + lo * M, x + lo * n, hi - lo, M, w_edge, w_int);
+    over_lane_rows<R>(rows, n, nthreads, [&](detail::LaneRowFft<R>& fft, int64_t lo, int64_t hi) {
+      fft.inverse(X + lo * M, x + lo * n, hi - lo, M, w_edge, w_int);
     });
     return;
   }

@@ -331,7 +331,7 @@ void irfft_group(const LanePlan<R>& plan, const std::complex<R>* X, R* x, int64_
   constexpr int L = kLanes<R>;
   const int64_t n = plan.n, h = plan.h;
   // Y[m] (m <= h): w_edge Re X at the edges, w_int / 2 X inside (the Hermitian sum doubles it),
-  // zero from M on. Held in b (h entries) plus one extra for Y[h].
+  // zero from M on. Held in b (h + 1 entries).
   Lanes<R>* Y = g.b.data();
   const R* in_rows[L];
   for (int i = 0; i < L; ++i) in_rows[i] = reinterpret_cast<const R*>(X + (r0 + std::min<int64_t>(i, nr - 1)) * M);
@@ -348,11 +348,10 @@ void irfft_group(const LanePlan<R>& plan, const std::complex<R>* X, R* x, int64_
       y.im *= w_int * R(0.5);
     }
   }
-  auto y_at = [&](int64_t m) -> const Lanes<R>& { return Y[m]; };
   // E = Y[m] + conj(Y[h - m]), O = (Y[m] - conj(Y[h - m])) e^{+2 pi i m/n}, Z = E + i O.
   Lanes<R>* z = g.a.data();
   for (int64_t m = 0; m < h; ++m) {
-    const Lanes<R> ym = y_at(m), yc = y_at(h - m);
+    const Lanes<R> ym = Y[m], yc = Y[h - m];
     const R wr = plan.rec_re[static_cast<size_t>(m)], wi = -plan.rec_im[static_cast<size_t>(m)];
     const Vec<R> er = ym.re + yc.re, ei = ym.im - yc.im;
     const Vec<R> dr = ym.re - yc.re, di = ym.im + yc.im;
