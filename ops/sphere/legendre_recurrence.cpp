@@ -36,6 +36,7 @@
 
 #include "engine/error.h"
 #include "ops/sphere/grids.h"
+#include "ops/sphere/vec512.h"
 
 namespace gs::sphere {
 
@@ -284,14 +285,11 @@ void synth_block(const double* alpha, int64_t m, int64_t lmax, const double* x, 
   std::copy(&so[0][0][0], &so[0][0][0] + FB * 2 * kRows, &so_out[0][0][0]);
 }
 
-// One vector of kLanes doubles (GCC/Clang vector extension: plain arithmetic, lowered to whatever
-// vector width the target has; no intrinsics). The analysis kernel uses it instead of arrays of
+// One vector of kLanes doubles (vec512.h: plain arithmetic, lowered to whatever vector width the
+// target has; no intrinsics). The analysis kernel uses it instead of arrays of
 // doubles because GCC kept those accumulators on the stack, with a load and a store per use.
-using Lanes = double __attribute__((vector_size(8 * kLanes)));
-// Without AVX-512 GCC warns that passing a 64-byte vector by value has a different ABI: these
-// helpers and their callers (down to analysis_march) are internal, so no interface depends on it.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpsabi"
+using Lanes = simd::Vec<double>;
+static_assert(simd::kLanes<double> == kLanes);
 inline Lanes load_lanes(const double* p) {
   Lanes v;
   __builtin_memcpy(&v, p, sizeof v);
@@ -408,7 +406,6 @@ void analysis_march(const double* alpha, int64_t l, int64_t lmax, int64_t m, int
   if constexpr (D > 1) analysis_march<FB, kNext>(alpha, l, lmax, m, nblk, x, state, eo, qs, fs, out, out_stride);
 }
 
-#pragma GCC diagnostic pop
 
 // The analysis without AVX-512 (analyse_order): one block marches all degrees and adds into
 // acc[(l - m)][f][re/im][lane] the sum over the block's rows of

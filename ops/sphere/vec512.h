@@ -5,6 +5,13 @@
 #include <cstdint>
 #include <type_traits>
 
+// Without AVX-512 GCC notes that passing or returning a 64-byte vector by value has a different ABI.
+// Only the internal (anonymous-namespace) kernel helpers of the including files do that, so no
+// interface depends on it; the includers are those kernel files only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
 namespace gs::sphere::simd {
 
 template <typename T>
