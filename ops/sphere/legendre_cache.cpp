@@ -85,9 +85,17 @@ void fill_table(LegendreTable& t, const std::function<std::vector<double>(int64_
   // Each order on its own (work ~ lmax - m: dynamic scheduling balances it); the layout depends
   // on the rows each order keeps, so it is known only when all are done.
   std::vector<OrderRows<T>> orders(static_cast<size_t>(mmax));
+  std::atomic<int64_t> bad_order{-1};  // an order whose block had the wrong size (reported after the loop)
+  std::atomic<size_t> bad_size{0};
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t m = 0; m < mmax; ++m) {
-    const OrderValues ov = clean_order(raw_order(m), t.key, t.parity, n_even, t.n_odd, m);
+    std::vector<double> raw = raw_order(m);
+    if (raw.size() != static_cast<size_t>((lmax - m) * n_even)) {
+      bad_size = raw.size();
+      bad_order = m;
+      continue;
+    }
+    const OrderValues ov = clean_order(std::move(raw), t.key, t.parity, n_even, t.n_odd, m);
     OrderRows<T>& o = orders[static_cast<size_t>(m)];
     o.first_row = ov.first_row;
     const int64_t w = n_even - o.first_row;
@@ -96,6 +104,8 @@ void fill_table(LegendreTable& t, const std::function<std::vector<double>(int64_
       for (int64_t j = 0; j < w; ++j)
         o.v[static_cast<size_t>(i * w + j)] = static_cast<T>(ov.v[static_cast<size_t>(i * n_even + o.first_row + j)]);
   }
+  GS_CHECK(bad_order < 0, "Legendre table ({}): expected (lmax - m) * n_even = {} values for order {}, got {}",
+           t.key.str(), (lmax - bad_order) * n_even, bad_order.load(), bad_size.load());
   t.first_row.resize(static_cast<size_t>(mmax));
   t.block_first_row.assign(static_cast<size_t>(n_blocks), n_even);
   t.block_offset.resize(static_cast<size_t>(n_blocks));

@@ -672,3 +672,38 @@ TEST_CASE("sht: the recurrence handles seeds below the f64 range at large lmax")
     }
   }
 }
+
+TEST_CASE("sht: make_blocked_table rejects blocks of the wrong size and bad parities") {
+  const gs::sphere::LegendreTableKey key{GridKind::legendre_gauss, 8, 6, 5, gs::sphere::Normalization::ortho, true,
+                                         gs::sphere::LegendreTableKind::synthesis, DType::f64};
+  // Order m must give (lmax - m) * n_even = (6 - m) * 4 values.
+  const std::string e = gs_test::error_of([&] {
+    gs::sphere::make_blocked_table(key, 0, [](int64_t m) { return std::vector<double>(m == 3 ? 5 : (6 - m) * 4, 1.0); },
+                                   "test table");
+  });
+  CHECK(gs_test::contains(e, "expected (lmax - m) * n_even = 12 values for order 3, got 5"));
+  CHECK(gs_test::contains(gs_test::error_of([&] {
+                            gs::sphere::make_blocked_table(
+                                key, 2, [](int64_t m) { return std::vector<double>((6 - m) * 4, 1.0); }, "test table");
+                          }),
+                          "parity 0 or 1"));
+  // A correct producer: every stored value is found where index() says.
+  const auto t = gs::sphere::make_blocked_table(
+      key, 1, [](int64_t m) {
+        std::vector<double> v((6 - m) * 4);
+        for (size_t i = 0; i < v.size(); ++i) v[i] = 1.0 + static_cast<double>(m) + 0.01 * static_cast<double>(i);
+        return v;
+      },
+      "test table");
+  const std::vector<double> v = t->values.to_vector<double>();
+  bool same = true;
+  for (int64_t m = 0; m < 5; ++m)
+    for (int64_t l = m; l < 6; ++l)
+      for (int64_t j = 0; j < 4; ++j) {
+        const int64_t at = t->index(m, l, j);
+        const double want = 1.0 + static_cast<double>(m) + 0.01 * static_cast<double>((l - m) * 4 + j);
+        same = same && at >= 0 && v[static_cast<size_t>(at)] == want;
+      }
+  CHECK(same);
+  CHECK(t->parity == 1);
+}
