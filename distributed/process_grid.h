@@ -1,9 +1,17 @@
 // The process grid: how world ranks split into data-parallel replicas and a spatial (h, w) grid.
 // Models see distribution only through this type (DESIGN.md); for one process every size is 1, so
 // model code written against it runs unchanged when the distributed layer decomposes the sphere.
+//
+// A grid made by ProcessGrid::create also owns the communicators of its groups (below); one made
+// by the plain constructor describes a layout only (for computing another rank's blocks).
 #pragma once
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "distributed/communicator.h"
 
 namespace gs::dist {
 
@@ -16,6 +24,30 @@ struct Block {
 // Splits n into `parts` blocks; the first n % parts blocks get one more element (DESIGN.md).
 Block split_block(int64_t n, int64_t parts, int64_t index);
 
+// The groups of a grid (d, i, j = data, h and w coordinates):
+//   world    every rank
+//   data     same (i, j): the data-parallel replicas of one tile
+//   h        same (d, j): a column of tiles (latitude / degree l split)
+//   w        same (d, i): a row of tiles (longitude / order m split)
+//   spatial  same d: the tiles of one replica (h x w)
+//   data_w   same i: where an h-sharded parameter is replicated (data x w)
+//   data_h   same j: where a w-sharded parameter is replicated (data x h)
+enum class Group { world, data, h, w, spatial, data_w, data_h };
+constexpr int kGroupCount = 7;
+const char* group_name(Group g);
+
+// "DxHxW" as given to --grid.
+struct GridSpec {
+  int64_t data = 1, h = 1, w = 1;
+  int64_t size() const { return data * h * w; }
+  std::string str() const;  // "1x2x2"
+  bool operator==(const GridSpec&) const = default;
+};
+// Parses "2x1x2"; the error names the text and the expected form.
+GridSpec parse_grid(const std::string& text);
+// Every grid of `world_size` ranks, data-major: 1x1x4, 1x2x2, 1x4x1, 2x1x2, ...
+std::vector<GridSpec> all_grids(int64_t world_size);
+
 class ProcessGrid {
  public:
   // One process: data = h = w = 1.
@@ -23,6 +55,9 @@ class ProcessGrid {
   // Row-major over world ranks: rank = (d * h + i) * w + j. Throws unless every size is >= 1 and
   // rank < data * h * w.
   ProcessGrid(int64_t data, int64_t h, int64_t w, int64_t world_rank);
+  // The grid of the whole job over `world` (collective: every rank calls it with the same spec),
+  // with the communicators of every group. The world size must equal data * h * w.
+  static ProcessGrid create(const CommPtr& world, const GridSpec& spec);
 
   int64_t data_size() const { return data_; }
   int64_t h_size() const { return h_; }
@@ -42,9 +77,22 @@ class ProcessGrid {
   Block local_lon(int64_t nlon) const { return split_block(nlon, w_, w_rank()); }
 
   std::string str() const;  // "data 1 x h 1 x w 1, rank 0"
+  GridSpec spec() const { return {data_, h_, w_}; }
+
+  // The communicator of group g. A one-process grid has single-process communicators; a layout-only
+  // grid of several ranks has none (an error).
+  const CommPtr& comm(Group g) const;
+  int group_size(Group g) const;
+  int group_rank(Group g) const;
+  // Whether world rank `other` belongs to this rank's instance of group g (the ranks that g's
+  // communicator spans here).
+  bool in_my_group(int64_t other, Group g) const;
+  // The (data, h, w) coordinates of any world rank.
+  std::array<int64_t, 3> coords(int64_t world_rank) const;
 
  private:
   int64_t data_ = 1, h_ = 1, w_ = 1, rank_ = 0;
+  std::shared_ptr<const std::array<CommPtr, kGroupCount>> comms_;
 };
 
 }  // namespace gs::dist

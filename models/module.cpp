@@ -13,11 +13,6 @@
 
 namespace gs::models {
 
-std::string Distribution::str() const {
-  if (!sharded) return "replicated";
-  return fmt::format("sharded dim {} over {}", dim, axis == GridAxis::h ? "h" : "w");
-}
-
 void Module::check_new_name(const std::string& name) const {
   GS_CHECK(!name.empty() && name.find('.') == std::string::npos,
            "{}: a parameter, buffer or sub-module name must be non-empty and contain no '.', got '{}'", type_name_,

@@ -12,23 +12,15 @@
 #include <utility>
 #include <vector>
 
+#include "distributed/distribution.h"
 #include "engine/random.h"
 #include "engine/tensor.h"
 
 namespace gs::models {
 
-// Which process-grid axis splits a sharded parameter: h (latitude / degree l) or w (longitude / order m).
-enum class GridAxis { h, w };
-
-struct Distribution {
-  bool sharded = false;
-  int64_t dim = -1;  // the tensor dim that is split, when sharded
-  GridAxis axis = GridAxis::h;
-
-  static Distribution replicated() { return {}; }
-  static Distribution sharded_along(int64_t dim, GridAxis axis) { return {true, dim, axis}; }
-  std::string str() const;  // "replicated" or "sharded dim 2 over h"
-};
+// Distribution lives in distributed/, beside the gradient reducer that reads it.
+using dist::Distribution;
+using dist::GridAxis;
 
 enum class BufferKind { constant, mutable_state };
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "distributed/world.h"
 #include "engine/error.h"
 #include "tools/commands.h"
 
@@ -24,9 +25,12 @@ int main(int argc, char** argv) {
   try {
     return commands.run_selected(app);
   } catch (const gs::Error& e) {
+    // Under a launcher, the other ranks may be waiting in a collective for this one: end them all.
+    if (gs::dist::launcher_world_size() > 1) gs::dist::abort_job(e.what(), 1);
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   } catch (const std::exception& e) {
+    if (gs::dist::launcher_world_size() > 1) gs::dist::abort_job(std::string("internal error: ") + e.what(), 3);
     std::fprintf(stderr, "internal error: %s\n", e.what());
     return 3;
   }
