@@ -313,7 +313,11 @@ void abort_job(const std::string& message, int code) {
   if (live) MPI_Comm_size(MPI_COMM_WORLD, &size);
   std::fprintf(stderr, "[rank %d] error: %s\n", live ? world_rank_now() : 0, message.c_str());
   std::fflush(stderr);
-  if (live && size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  if (live && size > 1) {
+    // Give the launcher a moment to forward this rank's message before it tears the job down.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    MPI_Abort(MPI_COMM_WORLD, code);
+  }
   std::exit(code);
 }
 

@@ -1,0 +1,334 @@
+#include "distributed/reducer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "distributed/replica_check.h"
+#include "engine/autograd/engine.h"
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/record.h"
+#include "engine/error.h"
+#include "engine/factory.h"
+#include "ops/elementwise.h"
+#include "ops/view.h"
+
+namespace gs::dist {
+
+Group reduction_group(const Distribution& d) {
+  if (!d.sharded) return Group::world;
+  return d.axis == GridAxis::h ? Group::data_w : Group::data_h;
+}
+
+namespace {
+
+struct Bucket {
+  Group group = Group::world;
+  DType dtype = DType::f32;
+  std::vector<int> params;
+  int64_t elems = 0;  // gradient elements; one flag per parameter follows them in `flat`
+  int ready = 0;
+  Tensor flat;
+  WorkHandle work;
+};
+
+void check_parameters(const ProcessGrid& grid, const std::vector<ReducedParameter>& params) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& p = params[i];
+    GS_CHECK(p.tensor.defined() && p.tensor.is_leaf() && p.tensor.requires_grad(),
+             "GradientReducer: parameter '{}' must be a leaf that requires grad, got {}", p.name,
+             p.tensor.defined() ? p.tensor.meta_str() : "an undefined tensor");
+    GS_CHECK(is_differentiable(p.tensor.dtype()), "GradientReducer: parameter '{}' is {}; expected f32, f64, c64 or c128",
+             p.name, p.tensor.meta_str());
+    if (p.distribution.sharded)
+      GS_CHECK(p.distribution.dim >= 0 && p.distribution.dim < p.tensor.dim(),
+               "GradientReducer: parameter '{}' ({}) is declared {}, but has no dim {}", p.name, p.tensor.meta_str(),
+               p.distribution.str(), p.distribution.dim);
+    for (size_t j = 0; j < i; ++j)
+      GS_CHECK(!params[j].tensor.is_same(p.tensor), "GradientReducer: parameters '{}' and '{}' are the same tensor",
+               params[j].name, p.name);
+  }
+  (void)grid;
+}
+
+}  // namespace
+
+struct GradientReducer::State : std::enable_shared_from_this<State> {
+  ProcessGrid grid;
+  std::vector<ReducedParameter> params;
+  ReducerOptions options;
+  std::vector<Bucket> buckets;
+  std::vector<int> bucket_of;
+  std::vector<char> ready;
+  std::vector<int> observed;  // ready order of the first reduced pass
+  bool rebuilt = false, reduce_next = true, in_pass = false, dead = false;
+  size_t next_launch = 0;
+  ReducerStats stats;
+
+  void build(const std::vector<int>& order) {
+    buckets.clear();
+    bucket_of.assign(params.size(), -1);
+    std::map<std::pair<int, int>, int> open;  // (group, dtype) -> bucket index
+    for (int k : order) {
+      const auto& p = params[k];
+      std::pair<int, int> key{int(reduction_group(p.distribution)), int(p.tensor.dtype())};
+      auto it = open.find(key);
+      if (it == open.end()) {
+        Bucket b;
+        b.group = reduction_group(p.distribution);
+        b.dtype = p.tensor.dtype();
+        buckets.push_back(std::move(b));
+        it = open.emplace(key, static_cast<int>(buckets.size()) - 1).first;
+      }
+      Bucket& b = buckets[it->second];
+      b.params.push_back(k);
+      b.elems += p.tensor.numel();
+      bucket_of[k] = it->second;
+      if (static_cast<size_t>(b.elems) * dtype_size(b.dtype) >= options.bucket_bytes) open.erase(it);
+    }
+  }
+
+  void on_ready(int k) {
+    if (dead) return;
+    if (!in_pass) {
+      in_pass = true;
+      std::weak_ptr<State> weak = shared_from_this();
+      queue_backward_callback([weak] {
+        if (auto s = weak.lock()) s->finish();
+      });
+    }
+    if (!reduce_next || ready[k]) return;
+    ready[k] = 1;
+    if (!rebuilt) observed.push_back(k);
+    buckets[bucket_of[k]].ready++;
+    launch_ready_in_order(/*in_backward=*/true);
+    // Drive MPI's progress on what is in flight (MPI progresses non-blocking collectives only
+    // while it is called).
+    for (size_t b = 0; b < next_launch; ++b)
+      if (buckets[b].work) buckets[b].work->test();
+  }
+
+  void launch_ready_in_order(bool in_backward) {
+    while (next_launch < buckets.size() &&
+           buckets[next_launch].ready == static_cast<int>(buckets[next_launch].params.size())) {
+      launch(next_launch++, in_backward);
+    }
+  }
+
+  void launch(size_t bi, bool in_backward) {
+    NoGradGuard ng;
+    Bucket& b = buckets[bi];
+    const int64_t n = static_cast<int64_t>(b.params.size());
+    b.flat = zeros({b.elems + n}, b.dtype);
+    int64_t off = 0;
+    std::vector<double> flags;
+    for (int64_t q = 0; q < n; ++q) {
+      const Tensor& t = params[b.params[q]].tensor;
+      Tensor g = t.grad();
+      if (g.defined()) {
+        GS_CHECK(g.sizes() == t.sizes() && g.dtype() == t.dtype(),
+                 "GradientReducer: the .grad of parameter '{}' is {}, expected the parameter's {}",
+                 params[b.params[q]].name, g.meta_str(), t.meta_str());
+        copy_values(narrow(b.flat, 0, off, t.numel()), reshape(g.detach(), {t.numel()}));
+      }
+      flags.push_back(g.defined() ? 1.0 : 0.0);
+      off += t.numel();
+    }
+    copy_values(narrow(b.flat, 0, b.elems, n), from_vector(flags));
+    b.work = grid.comm(b.group)->all_reduce_async(b.flat, ReduceOp::sum);
+    stats.buckets_launched++;
+    stats.bytes_reduced += static_cast<int64_t>(b.flat.numel() * dtype_size(b.dtype));
+    if (in_backward) stats.launched_in_backward++;
+  }
+
+  void finish() {
+    in_pass = false;
+    if (dead) return;
+    if (!reduce_next) {
+      reduce_next = true;
+      return;
+    }
+    // Parameters that got no gradient this pass still take part (zeros), in bucket order.
+    for (auto& b : buckets) b.ready = static_cast<int>(b.params.size());
+    launch_ready_in_order(false);
+    NoGradGuard ng;
+    const int64_t D = grid.data_size();
+    for (auto& b : buckets) {
+      b.work->wait();
+      b.work.reset();
+      int64_t off = 0;
+      const int64_t n = static_cast<int64_t>(b.params.size());
+      auto flags = cast_copy(narrow(b.flat, 0, b.elems, n), DType::f64).to_vector<double>();
+      for (int64_t q = 0; q < n; ++q) {
+        const auto& p = params[b.params[q]];
+        const int64_t numel = p.tensor.numel();
+        Tensor piece = reshape(narrow(b.flat, 0, off, numel), p.tensor.sizes());
+        off += numel;
+        if (flags[q] < 0.5) continue;  // no rank had a gradient: leave .grad undefined
+        if (D > 1) piece = mul(piece, 1.0 / static_cast<double>(D));
+        Tensor g = p.tensor.grad();
+        if (g.defined()) {
+          copy_values(g, piece);
+          bump_version(g);
+        } else {
+          p.tensor.set_grad(contiguous_copy(piece, true));
+        }
+        maybe_check_replicated(p.tensor.grad(), *grid.comm(b.group),
+                               fmt::format("the reduced gradient of parameter '{}'", p.name));
+      }
+      b.flat = Tensor();
+    }
+    stats.passes++;
+    std::fill(ready.begin(), ready.end(), 0);
+    next_launch = 0;
+    for (auto& b : buckets) b.ready = 0;
+    if (!rebuilt) rebuild_from_rank0_order();
+  }
+
+  // Rank 0's observed ready order, shared so every rank builds the same buckets.
+  void rebuild_from_rank0_order() {
+    std::vector<int64_t> order(observed.begin(), observed.end());
+    std::vector<char> seen(params.size(), 0);
+    for (int k : observed) seen[k] = 1;
+    for (size_t k = 0; k < params.size(); ++k)
+      if (!seen[k]) order.push_back(static_cast<int64_t>(k));
+    Tensor t = from_vector(order);
+    grid.comm(Group::world)->broadcast(t, 0);
+    std::vector<int> o;
+    for (auto v : t.to_vector<int64_t>()) o.push_back(static_cast<int>(v));
+    build(o);
+    rebuilt = true;
+  }
+};
+
+GradientReducer::GradientReducer(ProcessGrid grid, std::vector<ReducedParameter> params, ReducerOptions options)
+    : state_(std::make_shared<State>()) {
+  GS_CHECK(options.bucket_bytes > 0, "GradientReducer: expected bucket_bytes > 0");
+  check_parameters(grid, params);
+  state_->grid = std::move(grid);
+  state_->params = std::move(params);
+  state_->options = options;
+  state_->ready.assign(state_->params.size(), 0);
+  // Until the first pass shows the real order: reverse registration order (DDP's first guess:
+  // backward reaches the last layers first).
+  std::vector<int> order;
+  for (int k = static_cast<int>(state_->params.size()) - 1; k >= 0; --k) order.push_back(k);
+  state_->build(order);
+  std::weak_ptr<State> weak = state_;
+  for (size_t k = 0; k < state_->params.size(); ++k)
+    state_->params[k].tensor.register_post_accumulate_grad_hook([weak, k](const Tensor&) {
+      if (auto s = weak.lock()) s->on_ready(static_cast<int>(k));
+    });
+}
+
+GradientReducer::~GradientReducer() {
+  state_->dead = true;
+  for (auto& b : state_->buckets)
+    if (b.work) b.work->wait();
+}
+
+void GradientReducer::prepare_for_backward(bool last) { state_->reduce_next = last; }
+
+std::vector<std::vector<std::string>> GradientReducer::bucket_layout() const {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& b : state_->buckets) {
+    out.emplace_back();
+    for (int k : b.params) out.back().push_back(state_->params[k].name);
+  }
+  return out;
+}
+
+const ReducerStats& GradientReducer::stats() const { return state_->stats; }
+
+// ---- norms, clipping, the replicated loss term, the parameter check
+
+namespace {
+double sq_sum(const Tensor& g) {
+  NoGradGuard ng;
+  double acc = 0.0;
+  Tensor c = contiguous_copy(g.detach());
+  if (is_complex(c.dtype())) {
+    for (auto v : cast_copy(c, DType::c128).to_vector<c128>()) acc += std::norm(v);
+  } else {
+    for (auto v : cast_copy(c, DType::f64).to_vector<double>()) acc += v * v;
+  }
+  return acc;
+}
+}  // namespace
+
+double global_grad_norm(const ProcessGrid& grid, const std::vector<ReducedParameter>& params) {
+  double repl = 0.0, by_h = 0.0, by_w = 0.0;
+  for (const auto& p : params) {
+    Tensor g = p.tensor.grad();
+    if (!g.defined()) continue;
+    double s = sq_sum(g);
+    if (!p.distribution.sharded) repl += s;
+    else if (p.distribution.axis == GridAxis::h) by_h += s;
+    else by_w += s;
+  }
+  Tensor h = from_vector(std::vector<double>{by_h}), w = from_vector(std::vector<double>{by_w});
+  grid.comm(Group::h)->all_reduce(h, ReduceOp::sum);
+  grid.comm(Group::w)->all_reduce(w, ReduceOp::sum);
+  return std::sqrt(repl + h.item<double>() + w.item<double>());
+}
+
+double clip_global_grad_norm(const ProcessGrid& grid, const std::vector<ReducedParameter>& params, double max_norm) {
+  GS_CHECK(max_norm > 0 && !std::isnan(max_norm), "clip_global_grad_norm: expected max_norm > 0, got {}", max_norm);
+  const double norm = global_grad_norm(grid, params);
+  if (!std::isfinite(norm)) return norm;
+  const double scale = max_norm / (norm + 1e-6);
+  if (scale < 1) {
+    NoGradGuard ng;
+    for (const auto& p : params) {
+      Tensor g = p.tensor.grad();
+      if (!g.defined()) continue;
+      copy_values(g, mul(g.detach(), scale));
+      bump_version(g);
+    }
+  }
+  return norm;
+}
+
+namespace {
+// g on spatial rank 0, zeros elsewhere: a projection, so it is its own adjoint.
+Tensor spatial_root_only(const Tensor& g, const ProcessGrid& grid) {
+  Tensor out;
+  {
+    NoGradGuard ng;
+    out = grid.group_rank(Group::spatial) == 0 ? contiguous_copy(g.detach(), true) : zeros_like(g);
+  }
+  if (should_record({g}))
+    record_op("spatial_root_only", {g}, {&out}, {}, {}, [grid](BackwardContext&, const std::vector<Tensor>& gg) {
+      return std::vector<Tensor>{spatial_root_only(gg[0], grid)};
+    });
+  return out;
+}
+}  // namespace
+
+Tensor replicated_loss_term(const Tensor& term, const ProcessGrid& grid) {
+  GS_CHECK(term.defined(), "replicated_loss_term: the term is undefined");
+  Tensor out = contiguous_copy(term.detach(), true);
+  if (should_record({term}))
+    record_op("replicated_loss_term", {term}, {&out}, {}, {}, [grid](BackwardContext&, const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{spatial_root_only(g[0], grid)};
+    });
+  return out;
+}
+
+void check_parameters_replicated(const ProcessGrid& grid, const std::vector<ReducedParameter>& params) {
+  for (const auto& p : params) {
+    Communicator& comm = *grid.comm(reduction_group(p.distribution));
+    check_replicated(p.tensor, comm, fmt::format("parameter '{}' ({})", p.name, p.distribution.str()));
+    Tensor g = p.tensor.grad();
+    // Every rank must agree on whether there is a gradient before comparing them.
+    Tensor has = from_vector(std::vector<int64_t>{g.defined() ? 1 : 0});
+    comm.all_reduce(has, ReduceOp::sum);
+    const int64_t n = has.item<int64_t>();
+    GS_CHECK(n == 0 || n == comm.size(),
+             "replica checker: parameter '{}' has a gradient on {} of the {} ranks of group '{}' (rank {} has {})",
+             p.name, n, comm.size(), comm.name(), comm.rank(), g.defined() ? "one" : "none");
+    if (n) check_replicated(g, comm, fmt::format("the gradient of parameter '{}'", p.name));
+  }
+}
+
+}  // namespace gs::dist

@@ -1,0 +1,233 @@
+// The communicators: every operation, every dtype, uneven counts, every group of every grid;
+// non-blocking forms; the errors for bad arguments; the version counter and read-only tensors.
+#include <doctest/doctest.h>
+
+#include <complex>
+
+#include "distributed/communicator.h"
+#include "distributed/process_grid.h"
+#include "engine/factory.h"
+#include "ops/view.h"
+#include "tests/distributed/dist_test_util.h"
+#include "tests/test_util.h"
+
+using namespace gs;
+using namespace gs::dist;
+
+namespace {
+
+// A value that names (rank, index), exactly representable in every dtype.
+double tag(int rank, int64_t i) { return 100.0 * rank + static_cast<double>(i); }
+
+Tensor tagged(int rank, int64_t n, DType dt) {
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = tag(rank, i);
+  Tensor t = cast_copy(from_vector(v), dt);
+  if (is_complex(dt)) {
+    // imaginary part -tag, so a mix-up of real and imaginary parts shows
+    std::vector<c128> z(n);
+    for (int64_t i = 0; i < n; ++i) z[i] = {tag(rank, i), -tag(rank, i)};
+    t = cast_copy(from_vector(z), dt);
+  }
+  return t;
+}
+
+std::vector<c128> as_c128(const Tensor& t) { return cast_copy(t, DType::c128).to_vector<c128>(); }
+
+const DType kDtypes[] = {DType::f32, DType::f64, DType::c64, DType::c128, DType::i64};
+const Group kGroups[] = {Group::world, Group::data, Group::h, Group::w, Group::spatial, Group::data_w, Group::data_h};
+
+}  // namespace
+
+TEST_CASE("grid specs: parsing, every grid of a size, and the world-size check") {
+  CHECK(parse_grid("2x1x2") == GridSpec{2, 1, 2});
+  CHECK(gs_test::contains(gs_test::error_of([] { parse_grid("2x2"); }), "expected DATAxHxW"));
+  CHECK(gs_test::contains(gs_test::error_of([] { parse_grid("0x1x1"); }), "'0x1x1'"));
+  CHECK(gs_test::contains(gs_test::error_of([] { parse_grid("1x2x2 "); }), "'1x2x2 '"));
+  CHECK(all_grids(4).size() == 6);
+  CHECK(all_grids(3).size() == 3);
+  auto world = world_communicator();
+  const int n = world->size();
+  std::string err = gs_test::error_of([&] { ProcessGrid::create(world, {n + 1, 1, 1}); });
+  CHECK(gs_test::contains(err, fmt::format("needs data * h * w = {} ranks, but the job has {}", n + 1, n)));
+}
+
+TEST_CASE("group sizes, ranks and membership agree with the communicators") {
+  gs::test::for_each_grid([](const ProcessGrid& grid) {
+    for (Group g : kGroups) {
+      CAPTURE(group_name(g));
+      CHECK(grid.comm(g)->size() == grid.group_size(g));
+      CHECK(grid.comm(g)->rank() == grid.group_rank(g));
+      int members = 0;
+      for (int64_t q = 0; q < grid.world_size(); ++q) members += grid.in_my_group(q, g);
+      CHECK(members == grid.group_size(g));
+      // The world ranks of the group, gathered through it, are exactly the members.
+      Tensor recv = empty({grid.group_size(g)}, DType::i64);
+      grid.comm(g)->all_gather(from_vector(std::vector<int64_t>{grid.world_rank()}), recv,
+                               std::vector<int64_t>(grid.group_size(g), 1));
+      for (int64_t q : recv.to_vector<int64_t>()) CHECK(grid.in_my_group(q, g));
+    }
+  });
+}
+
+TEST_CASE("all_reduce sum / max / min in every dtype over every group") {
+  gs::test::for_each_grid([](const ProcessGrid& grid) {
+    for (Group g : kGroups) {
+      auto& comm = *grid.comm(g);
+      const int n = comm.size();
+      for (DType dt : kDtypes) {
+        CAPTURE(group_name(g));
+        CAPTURE(dtype_name(dt));
+        Tensor t = tagged(comm.rank(), 5, dt);
+        const uint64_t v0 = t.version();
+        comm.all_reduce(t, ReduceOp::sum);
+        CHECK(t.version() == v0 + 1);
+        auto got = as_c128(t);
+        for (int64_t i = 0; i < 5; ++i) {
+          double want = 0;
+          for (int r = 0; r < n; ++r) want += tag(r, i);
+          CHECK(got[i].real() == want);
+          if (is_complex(dt)) CHECK(got[i].imag() == -want);
+        }
+        if (is_complex(dt)) {
+          CHECK(gs_test::contains(gs_test::error_of([&] { comm.all_reduce(t, ReduceOp::max); }), "not defined for"));
+          continue;
+        }
+        Tensor mx = tagged(comm.rank(), 5, dt), mn = tagged(comm.rank(), 5, dt);
+        comm.all_reduce(mx, ReduceOp::max);
+        comm.all_reduce(mn, ReduceOp::min);
+        for (int64_t i = 0; i < 5; ++i) {
+          CHECK(as_c128(mx)[i].real() == tag(n - 1, i));
+          CHECK(as_c128(mn)[i].real() == tag(0, i));
+        }
+      }
+      // bool: max is 'any', min is 'all'
+      Tensor b = from_vector(std::vector<bool>{comm.rank() == 0, true});
+      Tensor b2 = from_vector(std::vector<bool>{comm.rank() == 0, true});
+      comm.all_reduce(b, ReduceOp::max);
+      comm.all_reduce(b2, ReduceOp::min);
+      CHECK(b.to_vector<bool>() == std::vector<bool>{true, true});
+      CHECK(b2.to_vector<bool>() == std::vector<bool>{n == 1, true});
+    }
+  });
+}
+
+TEST_CASE("all_gather, reduce_scatter and all_to_all with uneven counts (including empty ones)") {
+  gs::test::for_each_grid([](const ProcessGrid& grid) {
+    for (Group g : kGroups) {
+      auto& comm = *grid.comm(g);
+      const int n = comm.size(), me = comm.rank();
+      for (DType dt : kDtypes) {
+        CAPTURE(group_name(g));
+        CAPTURE(dtype_name(dt));
+        // rank r holds r % 3 + (r == 1 ? 0 : 1) elements: uneven, and rank 1 holds none
+        auto count = [](int r) -> int64_t { return r == 1 ? 0 : r % 3 + 1; };
+        std::vector<int64_t> counts(n);
+        int64_t total = 0;
+        for (int r = 0; r < n; ++r) total += counts[r] = count(r);
+        Tensor recv = empty({total}, dt);
+        comm.all_gather(tagged(me, count(me), dt), recv, counts);
+        auto got = as_c128(recv);
+        int64_t k = 0;
+        for (int r = 0; r < n; ++r)
+          for (int64_t i = 0; i < count(r); ++i, ++k) CHECK(got[k].real() == tag(r, i));
+
+        // reduce_scatter: every rank sends 0..total-1 tagged by rank; rank r keeps its slice of the sum
+        Tensor rs = empty({count(me)}, dt);
+        comm.reduce_scatter(tagged(me, total, dt), rs, counts, ReduceOp::sum);
+        int64_t off = 0;
+        for (int r = 0; r < me; ++r) off += count(r);
+        auto rs_v = as_c128(rs);
+        for (int64_t i = 0; i < count(me); ++i) {
+          double want = 0;
+          for (int r = 0; r < n; ++r) want += tag(r, off + i);
+          CHECK(rs_v[i].real() == want);
+        }
+
+        // all_to_all: rank s sends (s + d) % 3 elements to rank d, valued 1000 * d + tag(s, i)
+        auto a2a = [](int s, int d) -> int64_t { return (s + d) % 3; };
+        std::vector<int64_t> sc(n), rc(n);
+        std::vector<double> send_v;
+        for (int d = 0; d < n; ++d) {
+          sc[d] = a2a(me, d);
+          rc[d] = a2a(d, me);
+          for (int64_t i = 0; i < sc[d]; ++i) send_v.push_back(1000.0 * d + tag(me, i));
+        }
+        int64_t rtotal = 0;
+        for (auto c : rc) rtotal += c;
+        Tensor a_recv = empty({rtotal}, dt);
+        comm.all_to_all(cast_copy(from_vector(send_v, {static_cast<int64_t>(send_v.size())}), dt), sc, a_recv, rc);
+        auto av = as_c128(a_recv);
+        k = 0;
+        for (int s = 0; s < n; ++s)
+          for (int64_t i = 0; i < rc[s]; ++i, ++k) CHECK(av[k].real() == 1000.0 * me + tag(s, i));
+      }
+    }
+  });
+}
+
+TEST_CASE("broadcast, non-blocking forms, point-to-point exchange and barrier") {
+  gs::test::for_each_grid([](const ProcessGrid& grid) {
+    for (Group g : kGroups) {
+      auto& comm = *grid.comm(g);
+      const int n = comm.size(), me = comm.rank();
+      CAPTURE(group_name(g));
+      const int root = n - 1;
+      Tensor t = tagged(me, 4, DType::c128);
+      comm.broadcast(t, root);
+      CHECK(as_c128(t)[3] == c128(tag(root, 3), -tag(root, 3)));
+
+      // Two all-reduces in flight at once, waited for in reverse order.
+      Tensor a = full({3}, 1.0, DType::f64), b = full({2}, 2.0, DType::f32);
+      auto wa = comm.all_reduce_async(a, ReduceOp::sum);
+      auto wb = comm.all_reduce_async(b, ReduceOp::sum);
+      wb->wait();
+      wa->wait();
+      CHECK(a.to_vector<double>() == std::vector<double>(3, double(n)));
+      CHECK(b.to_vector<float>() == std::vector<float>(2, 2.0f * n));
+      CHECK(wa->test());
+
+      // A ring: send my tag to the next rank, receive from the previous one.
+      const int next = (me + 1) % n, prev = (me + n - 1) % n;
+      Tensor to_next = tagged(me, 3, DType::f64), from_prev = empty({3}, DType::f64);
+      Tensor to_prev = tagged(me, 2, DType::i64), from_next = empty({2}, DType::i64);
+      if (n == 1) {
+        comm.exchange({{0, to_next, from_prev}});
+      } else if (n == 2) {
+        comm.exchange({{next, to_next, from_prev}});
+      } else {
+        comm.exchange({{next, to_next, Tensor()}, {prev, Tensor(), from_prev}});
+        comm.exchange({{prev, to_prev, Tensor()}, {next, Tensor(), from_next}}, 1);
+        CHECK(from_next.to_vector<int64_t>()[1] == static_cast<int64_t>(tag(next, 1)));
+      }
+      CHECK(from_prev.to_vector<double>()[2] == tag(prev, 2));
+      comm.barrier();
+    }
+  });
+}
+
+TEST_CASE("communicator errors say what was expected and what was received") {
+  auto world = world_communicator();
+  auto& comm = *world;
+  const int n = comm.size();
+  std::vector<int64_t> ones(n, 1);
+  CHECK(gs_test::contains(gs_test::error_of([&] { comm.all_gather(full({2}, 1.0, DType::f64), empty({n}, DType::f64), ones); }),
+                       "this rank sends 2 elements but counts[" + std::to_string(comm.rank()) + "] is 1"));
+  CHECK(gs_test::contains(gs_test::error_of([&] { comm.all_gather(full({1}, 1.0, DType::f64), empty({n}, DType::f32), ones); }),
+                       "both must have one dtype"));
+  CHECK(gs_test::contains(gs_test::error_of([&] { comm.all_gather(full({1}, 1.0), empty({n}), {1}); }),
+                       n == 1 ? "" : "expected " + std::to_string(n) + " counts"));
+  Tensor tr = full({2, 3}, 1.0, DType::f64);
+  CHECK(gs_test::contains(gs_test::error_of([&] { comm.all_reduce(transpose(tr, 0, 1), ReduceOp::sum); }), "must be contiguous"));
+  CHECK(gs_test::contains(gs_test::error_of([&] { comm.broadcast(tr, n); }), "is not a rank of the group"));
+  CHECK(gs_test::contains(gs_test::error_of([&] { comm.all_reduce(from_vector(std::vector<bool>{true}), ReduceOp::sum); }),
+                       "sum is not defined for bool"));
+  // A read-only tensor (a cached constant table) is never written by a collective.
+  Tensor table = full({4}, 1.0, DType::f64);
+  table.storage()->set_read_only("the Legendre table cache");
+  CHECK(gs_test::contains(gs_test::error_of([&] { comm.all_reduce(table, ReduceOp::sum); }), "Legendre table cache"));
+  if (n > 1 && comm.rank() != 0)
+    CHECK(gs_test::contains(gs_test::error_of([&] { comm.broadcast(table, 0); }), "Legendre table cache"));
+  CHECK(gs_test::contains(gs_test::error_of([&] { comm.set_timeout(std::chrono::duration<double>(0)); }),
+                       "expected a positive timeout"));
+}
