@@ -12,5 +12,6 @@ struct BenchOptions {
 int bench_engine(const BenchOptions& opt);
 int bench_sht(const BenchOptions& opt);
 int bench_train(const BenchOptions& opt);
+int bench_comm(const BenchOptions& opt);  // run under mpiexec -n N
 
 }  // namespace gs::tools
