@@ -233,6 +233,16 @@ double normal_quantile(double p) {
 }
 }  // namespace
 
+void sync_mutable_buffers(const Module& module, const dist::ProcessGrid& grid) {
+  const auto& world = grid.comm(dist::Group::world);
+  for (const auto& b : module.named_buffers()) {
+    if (b.kind != BufferKind::mutable_state) continue;
+    GS_CHECK(b.tensor.is_contiguous(), "sync_mutable_buffers: buffer '{}' ({}) must be contiguous", b.name,
+             b.tensor.meta_str());
+    world->broadcast(b.tensor, 0);
+  }
+}
+
 Tensor init_trunc_normal(const Shape& sizes, double mean, double std, double a, double b, RandomKey key,
                          DType dtype) {
   GS_CHECK(std > 0 && a < b, "init_trunc_normal: expected std > 0 and a < b, got std {}, [a, b] = [{}, {}]", std, a, b);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "distributed/distribution.h"
+#include "distributed/process_grid.h"
 #include "engine/random.h"
 #include "engine/tensor.h"
 
@@ -118,6 +119,12 @@ class Model : public Module {
   using Module::Module;
   virtual Tensor forward(const Tensor& x, const ForwardContext& ctx = {}) = 0;
 };
+
+// Buffers at a step boundary (DESIGN.md): mutable buffers (running statistics) are broadcast from
+// world rank 0 of `grid`, so every replica goes on from the same state; constant buffers are never
+// broadcast, since a table saved for backward must not be written between forward and backward
+// (the seed bug). Call it between optimizer steps only.
+void sync_mutable_buffers(const Module& module, const dist::ProcessGrid& grid);
 
 // 0-dim tensors for the scalar entries of optimizer, schedule and stepper state dicts.
 Tensor state_scalar_f64(double v);

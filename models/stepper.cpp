@@ -98,7 +98,27 @@ const Tensor& Stepper::area_weights(DType dtype) {
   return cached;
 }
 
-void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_t mb, double share, TrainResult& r) {
+void Stepper::set_distributed(const dist::ProcessGrid& grid, dist::ReducerOptions options) {
+  GS_CHECK(!reducer_, "Stepper::set_distributed: already distributed over {}", grid_.str());
+  grid_ = grid;
+  reduced_params_.clear();
+  for (const auto& p : model_->named_parameters()) reduced_params_.push_back({p.name, p.tensor, p.distribution});
+  reducer_ = std::make_unique<dist::GradientReducer>(grid_, reduced_params_, options);
+}
+
+bool Stepper::any_rank(bool bad) const {
+  if (!reducer_ || grid_.is_single_process()) return bad;
+  Tensor flag = from_vector(std::vector<int64_t>{bad ? 1 : 0});
+  grid_.comm(dist::Group::world)->all_reduce(flag, dist::ReduceOp::max);
+  return flag.item<int64_t>() != 0;
+}
+
+void Stepper::before_backward(bool last) const {
+  if (reducer_) reducer_->prepare_for_backward(last);
+}
+
+void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_t mb, bool last_mb, double share,
+                              TrainResult& r) {
   const int64_t n = targets.size(1);
   const Tensor& aw = area_weights(input.dtype());
   Tensor x = input;           // (b, C, H, W)
@@ -119,17 +139,22 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
     }
     const double value = loss.item<double>();
     r.step_losses[k] += share * value;
-    if (!std::isfinite(value)) {
+    if (any_rank(!std::isfinite(value))) {
       r.applied = false;
-      r.report = fmt::format("step {}: the loss of rollout step {} (micro-batch {}) is {}; the optimizer step was "
-                             "not applied",
-                             global_step_, k, mb, value);
-      return;  // nothing of this micro-batch is backpropagated
+      r.report = std::isfinite(value)
+                     ? fmt::format("step {}: the loss of rollout step {} (micro-batch {}) is not finite on another "
+                                   "rank; the optimizer step was not applied on any rank",
+                                   global_step_, k, mb)
+                     : fmt::format("step {}: the loss of rollout step {} (micro-batch {}) is {}; the optimizer step "
+                                   "was not applied",
+                                   global_step_, k, mb, value);
+      return;  // nothing of this micro-batch is backpropagated, on any rank
     }
     if (optimised) {
       const double w = (o_.step_weights.empty() ? 1.0 : o_.step_weights[k]) * share;
       Tensor term = w == 1.0 ? loss : mul(loss, w);
       if (o_.detach_between_steps) {
+        before_backward(last_mb && k == n - 1);
         term.backward();
         pred = pred.detach();
       } else {
@@ -138,7 +163,10 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
     }
     x = pred;
   }
-  if (objective.defined()) objective.backward();
+  if (objective.defined()) {
+    before_backward(last_mb);
+    objective.backward();
+  }
 }
 
 TrainResult Stepper::compute_gradients(const Batch& batch) {
@@ -154,9 +182,17 @@ TrainResult Stepper::compute_gradients(const Batch& batch) {
   int64_t start = 0;
   for (int64_t mb = 0; mb < k && r.applied; ++mb) {
     const int64_t len = B / k + (mb < B % k ? 1 : 0);
-    run_micro_batch(narrow(batch.input, 0, start, len), narrow(batch.targets, 0, start, len), mb,
+    run_micro_batch(narrow(batch.input, 0, start, len), narrow(batch.targets, 0, start, len), mb, mb == k - 1,
                     static_cast<double>(len) / static_cast<double>(B), r);
     start += len;
+  }
+  if (r.applied && reducer_ && grid_.data_size() > 1) {
+    // Each replica's losses are the mean over its share of the batch: the global batch's are their
+    // mean (every rank agreed on `applied`, so every rank takes part).
+    Tensor losses = from_vector(r.step_losses);
+    grid_.comm(dist::Group::data)->all_reduce(losses, dist::ReduceOp::sum);
+    r.step_losses = losses.to_vector<double>();
+    for (auto& v : r.step_losses) v /= static_cast<double>(grid_.data_size());
   }
   for (int64_t s = 0; s < n; ++s)
     if (!o_.optimize_last_step_only || s == n - 1)
@@ -167,7 +203,7 @@ TrainResult Stepper::compute_gradients(const Batch& batch) {
     optimizer_->zero_grad();
     return r;
   }
-  r.grad_norm = grad_norm(model_->parameters());
+  r.grad_norm = reducer_ ? dist::global_grad_norm(grid_, reduced_params_) : grad_norm(model_->parameters());
   if (!std::isfinite(r.grad_norm)) {
     r.applied = false;
     r.report = fmt::format("step {}: the gradient norm is {} (the losses were finite: a NaN or Inf arose in backward; "
@@ -199,6 +235,7 @@ TrainResult Stepper::train_on_batch(const Batch& batch) {
   if (schedule_) optimizer_->set_lr(schedule_->lr());
   r.lr = optimizer_->lr();
   optimizer_->step();
+  if (reducer_ && dist::check_replicas_enabled()) dist::check_parameters_replicated(grid_, reduced_params_);
   if (schedule_) schedule_->step();
   ++global_step_;
   return r;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/reducer.h"
 #include "engine/random.h"
 #include "engine/tensor.h"
 #include "models/data/dataset.h"
@@ -82,6 +83,16 @@ class Stepper {
   // Validates the whole state before changing anything.
   void load_training_state(const StateDict& state);
 
+  // Data-parallel (and, once the models split the sphere, spatially parallel) training over `grid`:
+  // gradients go through a GradientReducer (one reduction per optimizer step: the stepper tells it
+  // which backward pass is the step's last), the reported losses are averaged over the data group,
+  // the gradient norm (clipping, reports) is the global one, a non-finite loss on any rank skips
+  // the step on every rank, and with the replica checker on (GS_CHECK_REPLICAS=1) the parameters
+  // are compared across their groups after every optimizer step. Each rank passes its own share of
+  // the global batch to train_on_batch; shares must be equal (the reducer averages replicas).
+  void set_distributed(const dist::ProcessGrid& grid, dist::ReducerOptions options = {});
+  const dist::GradientReducer* reducer() const { return reducer_.get(); }
+
   Model& model() { return *model_; }
   Optimizer& optimizer() { return *optimizer_; }
   LrSchedule* schedule() { return schedule_.get(); }
@@ -91,7 +102,11 @@ class Stepper {
   void check_batch(const Batch& batch) const;
   const Tensor& area_weights(DType dtype);
   // Rolls micro-batch `mb` (B_mb samples) forward, backpropagates its share, adds its losses.
-  void run_micro_batch(const Tensor& input, const Tensor& targets, int64_t mb, double share, TrainResult& r);
+  void run_micro_batch(const Tensor& input, const Tensor& targets, int64_t mb, bool last_mb, double share,
+                       TrainResult& r);
+  // Whether any rank of the job saw a non-finite value (every rank takes the same decision).
+  bool any_rank(bool bad) const;
+  void before_backward(bool last) const;
 
   std::shared_ptr<Model> model_;
   std::shared_ptr<Optimizer> optimizer_;
@@ -100,6 +115,10 @@ class Stepper {
   Tensor area_f32_, area_f64_;
   StepperOptions o_;
   int64_t global_step_ = 0;
+  // Set by set_distributed.
+  dist::ProcessGrid grid_;
+  std::unique_ptr<dist::GradientReducer> reducer_;
+  std::vector<dist::ReducedParameter> reduced_params_;
 };
 
 }  // namespace gs::models

@@ -12,6 +12,7 @@
 #include "ops/sphere/legendre_cache.h"
 #include "ops/sphere/sht.h"
 #include "ops/sphere/sht_common.h"
+#include "models/module.h"
 #include "tests/test_util.h"
 
 using namespace gs;
@@ -71,4 +72,24 @@ TEST_CASE("seed bug: a buffer broadcast into a saved Legendre table between roll
   Tensor u3 = randn({2, 8, 16}, {9, 1}, DType::f64).set_requires_grad();
   rollout_loss(u3, spec, [] {}).backward();
   CHECK(u3.grad().to_vector<double>() == grad_ok.to_vector<double>());
+}
+
+namespace {
+struct WithBuffers : models::Module {
+  Tensor running, table;
+  WithBuffers(double rank) : Module("WithBuffers") {
+    running = register_buffer("running_mean", full({3}, rank, DType::f64), models::BufferKind::mutable_state);
+    table = register_buffer("table", full({4}, 2.0, DType::f64), models::BufferKind::constant);
+  }
+};
+}  // namespace
+
+TEST_CASE("buffers at a step boundary: mutable ones follow rank 0, constant ones are never written") {
+  auto world = dist::world_communicator();
+  auto grid = dist::ProcessGrid::create(world, {world->size(), 1, 1});
+  WithBuffers m(world->rank());
+  const uint64_t table_version = m.table.version();
+  models::sync_mutable_buffers(m, grid);
+  CHECK(m.running.to_vector<double>() == std::vector<double>(3, 0.0));
+  CHECK(m.table.version() == table_version);
 }
