@@ -50,8 +50,10 @@ Tensor gather_kernel(const Tensor& x, int64_t dim, int64_t global, Communicator&
            "gather_along on {}: this rank holds {} indices along dim {} of {}, but its block of {} over {} ranks has "
            "{} (blocks follow split_block: the first n % k ranks hold one more)",
            comm.describe(), x.size(dim), dim, x.meta_str(), global, n, mine.count);
+  // Blocks are contiguous runs only along the outermost dim: gather with `dim` in front, then put
+  // it back (dim 0 needs neither move).
   auto perm = front_perm(dim, x.dim());
-  Tensor send = contiguous(permute(x.detach(), perm));
+  Tensor send = dim == 0 ? contiguous(x.detach()) : contiguous(permute(x.detach(), perm));
   Shape front = send.sizes();
   int64_t rest_elems = 1;
   for (size_t d = 1; d < front.size(); ++d) rest_elems *= front[d];
@@ -60,7 +62,7 @@ Tensor gather_kernel(const Tensor& x, int64_t dim, int64_t global, Communicator&
   front[0] = global;
   Tensor recv = empty(front, x.dtype());
   comm.all_gather(reshape(send, {send.numel()}), reshape(recv, {recv.numel()}), counts);
-  return fresh(permute(recv, inverse_perm(perm)));
+  return dim == 0 ? recv : fresh(permute(recv, inverse_perm(perm)));
 }
 
 Tensor scatter_kernel(const Tensor& x, int64_t dim, Communicator& comm) {
@@ -69,6 +71,8 @@ Tensor scatter_kernel(const Tensor& x, int64_t dim, Communicator& comm) {
   return fresh(narrow(x.detach(), dim, b.start, b.count));
 }
 
+// Packs each destination's block of `to` straight into one send buffer and unpacks each source's
+// block of `from` straight into the result: two copies around one all-to-all.
 Tensor transpose_kernel(const Tensor& x, int64_t from, int64_t to, int64_t from_global, Communicator& comm) {
   NoGradGuard ng;
   const int n = comm.size(), me = comm.rank();
@@ -77,35 +81,41 @@ Tensor transpose_kernel(const Tensor& x, int64_t from, int64_t to, int64_t from_
            "transpose on {}: this rank holds {} indices along dim {} of {}, but its block of {} over {} ranks has {}",
            comm.describe(), x.size(from), from, x.meta_str(), from_global, n, mine.count);
   const int64_t to_global = x.size(to);
-  Tensor src = x.detach();
-  std::vector<Tensor> pieces;
-  std::vector<int64_t> send_counts(n), recv_counts(n);
-  Shape recv_shape = x.sizes();
+  const Tensor src = x.detach();
   const Block my_to = split_block(to_global, n, me);
+  std::vector<int64_t> send_counts(n), recv_counts(n);
+  std::vector<Shape> send_shapes(n), recv_shapes(n);
   for (int p = 0; p < n; ++p) {
-    const Block b = split_block(to_global, n, p);
-    Tensor piece = contiguous(narrow(src, to, b.start, b.count));
-    send_counts[p] = piece.numel();
-    pieces.push_back(reshape(piece, {piece.numel()}));
-    Shape s = x.sizes();
-    s[from] = split_block(from_global, n, p).count;
-    s[to] = my_to.count;
-    recv_counts[p] = numel_of(s);
+    send_shapes[p] = x.sizes();
+    send_shapes[p][to] = split_block(to_global, n, p).count;
+    send_counts[p] = numel_of(send_shapes[p]);
+    recv_shapes[p] = x.sizes();
+    recv_shapes[p][from] = split_block(from_global, n, p).count;
+    recv_shapes[p][to] = my_to.count;
+    recv_counts[p] = numel_of(recv_shapes[p]);
   }
-  Tensor send = pieces.size() == 1 ? pieces[0] : cat(pieces, 0);
-  const int64_t recv_total = std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0});
-  Tensor recv = empty({recv_total}, x.dtype());
-  comm.all_to_all(contiguous(send), send_counts, recv, recv_counts);
-  std::vector<Tensor> blocks;
+  Tensor send = empty({std::accumulate(send_counts.begin(), send_counts.end(), int64_t{0})}, x.dtype());
+  Tensor recv = empty({std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0})}, x.dtype());
   int64_t off = 0;
   for (int p = 0; p < n; ++p) {
-    Shape s = x.sizes();
-    s[from] = split_block(from_global, n, p).count;
-    s[to] = my_to.count;
-    blocks.push_back(reshape(narrow(recv, 0, off, recv_counts[p]), s));
+    const Block b = split_block(to_global, n, p);
+    if (send_counts[p] > 0)
+      copy_values(reshape(narrow(send, 0, off, send_counts[p]), send_shapes[p]), narrow(src, to, b.start, b.count));
+    off += send_counts[p];
+  }
+  comm.all_to_all(send, send_counts, recv, recv_counts);
+  Shape out_shape = x.sizes();
+  out_shape[from] = from_global;
+  out_shape[to] = my_to.count;
+  Tensor out = empty(out_shape, x.dtype());
+  off = 0;
+  for (int p = 0; p < n; ++p) {
+    const Block b = split_block(from_global, n, p);
+    if (recv_counts[p] > 0)
+      copy_values(narrow(out, from, b.start, b.count), reshape(narrow(recv, 0, off, recv_counts[p]), recv_shapes[p]));
     off += recv_counts[p];
   }
-  return fresh(blocks.size() == 1 ? blocks[0] : cat(blocks, from));
+  return out;
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // message instead of hanging. Errors come back as codes (MPI_ERRORS_RETURN) and become gs::Error
 // naming the call, the group and the rank.
 #include <mpi.h>
+#include <omp.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -81,10 +83,11 @@ Counts to_counts(const std::vector<int64_t>& c, const std::string& call, const s
   return r;
 }
 
-// Polls `requests` until all completed. Spins briefly, then yields, then sleeps (the ranks of a
-// small job often share cores, and a spinning waiter steals the core of the rank it waits for).
-// Past the deadline the job is aborted: the other ranks never reached this call, and waiting
-// longer would be a silent hang.
+// Polls `requests` until all completed. MPI moves a large message only while it is called, so the
+// first 20 ms poll without pause (yielding the core between polls: the ranks of a small job often
+// share cores, and a waiter that spins steals the core of the rank it waits for); after that a
+// slow wait sleeps between polls. Past the deadline the job is aborted: the other ranks never
+// reached this call, and waiting longer would be a silent hang.
 void wait_all(std::vector<MPI_Request>& requests, const std::string& call, const std::string& group,
               std::chrono::duration<double> timeout) {
   using clock = std::chrono::steady_clock;
@@ -96,15 +99,15 @@ void wait_all(std::vector<MPI_Request>& requests, const std::string& call, const
       fail("MPI error in {} on {}: {}", call, group, mpi_error_string(rc));
     if (done) return;
     if (polls < 100) continue;
-    const auto waited = clock::now() - start;
-    if (waited > timeout)
+    const double waited = std::chrono::duration<double>(clock::now() - start).count();
+    if (waited > timeout.count())
       abort_job(fmt::format("collective timeout: rank {} waited {:.0f} s in {} on {} and the other ranks never "
                             "completed it (a rank failed, hangs, or took another path; GS_COMM_TIMEOUT sets the "
                             "limit, GS_CHECK_REPLICAS=1 names mismatched calls)",
-                            world_rank_now(), std::chrono::duration<double>(waited).count(), call, group),
+                            world_rank_now(), waited, call, group),
                 2);
-    if (polls < 1000) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(polls < 20000 ? 20 : 200));
+    if (waited < 0.02) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(waited < 1.0 ? 20 : 500));
   }
 }
 
@@ -288,6 +291,22 @@ void finalize_at_exit() {
   if (!fin) MPI_Finalize();
 }
 
+// Ranks that share a machine share its cores: unless OMP_NUM_THREADS says otherwise, each gets its
+// share of the cores this process may run on (as torchrun's default of one thread), so OpenMP
+// teams of several ranks do not oversubscribe the machine and starve MPI's progress.
+void share_cores_between_local_ranks() {
+  if (std::getenv("OMP_NUM_THREADS")) return;
+  MPI_Comm local = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) != MPI_SUCCESS) return;
+  int local_size = 1;
+  MPI_Comm_size(local, &local_size);
+  MPI_Comm_free(&local);
+  cpu_set_t set;
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
+  if (local_size > 1) omp_set_num_threads(std::max(1, cores / local_size));
+}
+
 }  // namespace
 
 CommPtr world_communicator() {
@@ -301,6 +320,7 @@ CommPtr world_communicator() {
       std::atexit(finalize_at_exit);
     }
     g_world = std::make_shared<MpiCommunicator>(MPI_COMM_WORLD, "world", false);
+    share_cores_between_local_ranks();
   });
   return g_world;
 }
