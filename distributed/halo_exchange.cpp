@@ -124,6 +124,39 @@ void add_points_typed(const Tensor& dst, int64_t plane, const std::vector<int64_
   }
 }
 
+// Sends every peer p the points gather[p] of `src` (lead planes of `plane` elements each) and
+// receives from it scatter[p].size() points per plane; returns what arrived, by peer. A peer that
+// is this rank itself (a periodic wrap or a pole turn within the tile) is a local copy.
+std::vector<std::pair<int64_t, Tensor>> swap_points(const ProcessGrid& grid,
+                                                    const std::vector<std::vector<int64_t>>& gather,
+                                                    const std::vector<std::vector<int64_t>>& scatter, const Tensor& src,
+                                                    int64_t plane, int64_t lead, int tag) {
+  const size_t es = dtype_size(src.dtype());
+  const int me = grid.group_rank(Group::spatial);
+  std::vector<PeerTransfer> legs;
+  std::vector<std::pair<int64_t, Tensor>> arrivals;
+  for (int64_t p = 0; p < static_cast<int64_t>(gather.size()); ++p) {
+    if (gather[p].empty() && scatter[p].empty()) continue;
+    PeerTransfer leg{static_cast<int>(p), {}, {}};
+    if (!gather[p].empty()) {
+      leg.send = empty({lead * static_cast<int64_t>(gather[p].size())}, src.dtype());
+      gather_points(static_cast<const char*>(src.raw_data()), plane, gather[p], static_cast<char*>(leg.send.raw_data()),
+                    lead, es);
+    }
+    if (!scatter[p].empty()) {
+      leg.recv = empty({lead * static_cast<int64_t>(scatter[p].size())}, src.dtype());
+      arrivals.emplace_back(p, leg.recv);
+    }
+    if (p == me) {
+      std::memcpy(leg.recv.raw_data(), leg.send.raw_data(), leg.send.numel() * es);
+      continue;
+    }
+    legs.push_back(std::move(leg));
+  }
+  grid.comm(Group::spatial)->exchange(legs, tag);
+  return arrivals;
+}
+
 Tensor halo_forward_kernel(const Tensor& x, const ProcessGrid& grid, const HaloPlan& plan) {
   NoGradGuard ng;
   Tensor src = contiguous_copy(x.detach());
@@ -141,28 +174,7 @@ Tensor halo_forward_kernel(const Tensor& x, const ProcessGrid& grid, const HaloP
     for (int64_t r = 0; r < plan.rows; ++r)
       std::memcpy(o + (l * out_plane + (r + hr) * plan.ext_cols + hc) * es, s + (l * in_plane + r * plan.cols) * es,
                   plan.cols * es);
-  const int64_t peers = static_cast<int64_t>(plan.send.size());
-  const int me = grid.group_rank(Group::spatial);
-  std::vector<PeerTransfer> legs;
-  std::vector<std::pair<int64_t, Tensor>> arrivals;
-  for (int64_t p = 0; p < peers; ++p) {
-    if (plan.send[p].empty() && plan.recv[p].empty()) continue;
-    PeerTransfer leg{static_cast<int>(p), {}, {}};
-    if (!plan.send[p].empty()) {
-      leg.send = empty({lead * static_cast<int64_t>(plan.send[p].size())}, x.dtype());
-      gather_points(s, in_plane, plan.send[p], static_cast<char*>(leg.send.raw_data()), lead, es);
-    }
-    if (!plan.recv[p].empty()) {
-      leg.recv = empty({lead * static_cast<int64_t>(plan.recv[p].size())}, x.dtype());
-      arrivals.emplace_back(p, leg.recv);
-    }
-    if (p == me) {  // a point of my own tile (periodic wrap or pole turn within this rank)
-      std::memcpy(leg.recv.raw_data(), leg.send.raw_data(), leg.send.numel() * es);
-      continue;
-    }
-    legs.push_back(std::move(leg));
-  }
-  grid.comm(Group::spatial)->exchange(legs, /*tag=*/11);
+  auto arrivals = swap_points(grid, plan.send, plan.recv, src, in_plane, lead, /*tag=*/11);
   for (auto& [p, buf] : arrivals) {
     const auto& idx = plan.recv[p];
     const int64_t n = static_cast<int64_t>(idx.size());
@@ -191,28 +203,7 @@ Tensor halo_adjoint_kernel(const Tensor& g, const ProcessGrid& grid, const HaloP
       std::memcpy(o + (l * out_plane + r * plan.cols) * es, s + (l * in_plane + (r + hr) * plan.ext_cols + hc) * es,
                   plan.cols * es);
   // The reverse of the forward's transfers: halo values go back to the owners of their points.
-  const int64_t peers = static_cast<int64_t>(plan.send.size());
-  const int me = grid.group_rank(Group::spatial);
-  std::vector<PeerTransfer> legs;
-  std::vector<std::pair<int64_t, Tensor>> arrivals;
-  for (int64_t p = 0; p < peers; ++p) {
-    if (plan.send[p].empty() && plan.recv[p].empty()) continue;
-    PeerTransfer leg{static_cast<int>(p), {}, {}};
-    if (!plan.recv[p].empty()) {
-      leg.send = empty({lead * static_cast<int64_t>(plan.recv[p].size())}, g.dtype());
-      gather_points(s, in_plane, plan.recv[p], static_cast<char*>(leg.send.raw_data()), lead, es);
-    }
-    if (!plan.send[p].empty()) {
-      leg.recv = empty({lead * static_cast<int64_t>(plan.send[p].size())}, g.dtype());
-      arrivals.emplace_back(p, leg.recv);
-    }
-    if (p == me) {
-      std::memcpy(leg.recv.raw_data(), leg.send.raw_data(), leg.send.numel() * es);
-      continue;
-    }
-    legs.push_back(std::move(leg));
-  }
-  grid.comm(Group::spatial)->exchange(legs, /*tag=*/12);
+  auto arrivals = swap_points(grid, plan.recv, plan.send, src, in_plane, lead, /*tag=*/12);
   // Added in peer order, so the sum is the same on every run.
   for (auto& [p, buf] : arrivals) add_points_typed(out, out_plane, plan.send[p], buf, lead);
   return out;

@@ -40,7 +40,8 @@ double timed(dist::Communicator& world, F&& body, int repeats) {
 
 std::string size_str(int64_t bytes) {
   if (bytes >= (1 << 20)) return fmt::format("{} MB", bytes >> 20);
-  return fmt::format("{} KB", bytes >> 10);
+  if (bytes >= (1 << 10)) return fmt::format("{} KB", bytes >> 10);
+  return fmt::format("{} B", bytes);
 }
 
 void print_row(bool root, const std::string& op, int64_t bytes, double t_op, double t_raw, double bus_factor) {
