@@ -56,8 +56,9 @@ void Communicator::set_timeout(std::chrono::duration<double> t) {
   timeout_ = t;
 }
 
-Communicator::Call Communicator::begin(std::string what) {
-  Call c{std::move(what), calls_++};
+Communicator::Call Communicator::begin(std::string what, std::string key) {
+  Call c{std::move(what), calls_++, std::move(key)};
+  if (c.key.empty()) c.key = c.what;
   if (check_replicas_enabled() && size() > 1) check_same_call(c);
   return c;
 }
@@ -156,7 +157,8 @@ WorkHandle Communicator::all_to_all_async(const Tensor& send, const std::vector<
            "all_to_all on {}: recv holds {} elements but recv_counts add up to {}", describe(), recv.numel(),
            total(recv_counts));
   check_writable_recv(recv, "all_to_all");
-  auto c = begin(fmt::format("all_to_all {} x {}", dtype_name(send.dtype()), total(send_counts)));
+  auto c = begin(fmt::format("all_to_all {} (this rank sends {})", dtype_name(send.dtype()), total(send_counts)),
+                 fmt::format("all_to_all {}", dtype_name(send.dtype())));
   auto w = start_all_to_all(c, send, send_counts, recv, recv_counts);
   bump_version(recv);
   return w;
@@ -183,7 +185,7 @@ void Communicator::exchange(const std::vector<PeerTransfer>& legs, int tag) {
       check_writable_recv(leg.recv, "exchange");
     }
   }
-  Call c{fmt::format("exchange (tag {}, {} peers)", tag, legs.size()), calls_};
+  Call c{fmt::format("exchange (tag {}, {} peers)", tag, legs.size()), calls_, {}};
   run_exchange(c, legs, tag);
   for (const auto& leg : legs)
     if (leg.recv.defined()) bump_version(leg.recv);

@@ -98,8 +98,11 @@ class Communicator {
   // Backend hooks, called after validation with contiguous CPU buffers. `call` names the collective
   // for timeouts and errors.
   struct Call {
-    std::string what;  // "all_reduce(sum) f64 x 24"
+    std::string what;  // "all_reduce(sum) f64 x 24": for messages
     uint64_t seq = 0;
+    // What every rank of the group must agree on (the replica checker compares it): `what`, less
+    // the parts that may differ between ranks (an all-to-all's per-rank counts).
+    std::string key;
   };
   virtual WorkHandle start_all_reduce(const Call& c, const Tensor& t, ReduceOp op) = 0;
   virtual WorkHandle start_all_gather(const Call& c, const Tensor& send, const Tensor& recv,
@@ -118,7 +121,7 @@ class Communicator {
   std::chrono::duration<double> timeout_;
 
  private:
-  Call begin(std::string what);
+  Call begin(std::string what, std::string key = {});
   std::string name_;
   uint64_t calls_ = 0;
 };

@@ -250,7 +250,7 @@ class MpiCommunicator : public Communicator {
     };
     Record mine{};
     mine.seq = c.seq;
-    std::snprintf(mine.what, sizeof(mine.what), "%s", c.what.c_str());
+    std::snprintf(mine.what, sizeof(mine.what), "%s", c.key.c_str());
     std::vector<Record> all(size_);
     MPI_Request req;
     check(MPI_Iallgather(&mine, sizeof(Record), MPI_BYTE, all.data(), sizeof(Record), MPI_BYTE, comm_, &req),
