@@ -79,7 +79,7 @@ std::shared_ptr<const HaloPlan> plan_for(const ProcessGrid& grid, int64_t hr, in
 void check_halo_args(const Tensor& x, const ProcessGrid& grid, int64_t hr, int64_t hc, int64_t nlat, int64_t nlon,
                      bool extended, const char* op) {
   GS_CHECK(x.defined() && x.dim() >= 2, "{}: expected a tensor (..., rows, cols), got {}", op,
-           x.defined() ? x.meta_str() : "an undefined tensor");
+           x.meta_str());
   GS_CHECK(nlat >= 1 && nlon >= 1, "{}: expected a grid of at least 1x1, got {}x{}", op, nlat, nlon);
   GS_CHECK(hr >= 0 && hc >= 0 && hr <= nlat && hc <= nlon,
            "{}: expected 0 <= halo rows <= nlat ({}) and 0 <= halo cols <= nlon ({}), got {} and {}", op, nlat, nlon,

@@ -37,7 +37,7 @@ void check_parameters(const ProcessGrid& grid, const std::vector<ReducedParamete
     const auto& p = params[i];
     GS_CHECK(p.tensor.defined() && p.tensor.is_leaf() && p.tensor.requires_grad(),
              "GradientReducer: parameter '{}' must be a leaf that requires grad, got {}", p.name,
-             p.tensor.defined() ? p.tensor.meta_str() : "an undefined tensor");
+             p.tensor.meta_str());
     GS_CHECK(is_differentiable(p.tensor.dtype()), "GradientReducer: parameter '{}' is {}; expected f32, f64, c64 or c128",
              p.name, p.tensor.meta_str());
     if (p.distribution.sharded)

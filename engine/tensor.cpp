@@ -35,7 +35,7 @@ bool Tensor::is_contiguous() const {
 }
 
 std::string Tensor::meta_str() const {
-  if (!defined()) return "undefined tensor";
+  if (!defined()) return "an undefined tensor";
   return fmt::format("{} {} on {}", dtype_name(dtype()), shape_str(sizes()), device().str());
 }
 

@@ -1,50 +1,16 @@
-// Checkpoints: safetensors files (the HuggingFace format, so PyTorch and friends can read our
-// weights and we can read theirs) and the training checkpoint that maps onto one such file.
-//
-// Format decisions:
-// - dtypes: f32 "F32", f64 "F64", i64 "I64", bool "BOOL", c64 "C64" (safetensors >= 0.7 and torch
-//   load it as complex64). safetensors has no 128-bit complex type, so a c128 tensor of shape S is
-//   stored as "F64" of shape S + (2,) (real, imaginary pairs; torch.view_as_complex restores it) and
-//   its name is listed in the metadata key "gradsphere.complex128" (a JSON array of names).
-// - Integrity: "gradsphere.checksum" holds a JSON object {name: "crc32:xxxxxxxx"} with the CRC-32
-//   (zlib's polynomial, so Python's zlib.crc32 agrees) of each tensor's data bytes. A flipped data
-//   bit keeps the file structurally valid; only the checksum can catch it. It covers data, not the
-//   header: metadata edited by other tools must stay loadable. Files without the key (written by
-//   other tools) load unchecked.
-// - Those two keys are the reader's and writer's business: load_safetensors() removes them from the
-//   metadata it returns and save_safetensors() refuses them from the caller.
-// - Writes are atomic (AtomicFile below): a crash or an error never leaves a half-written file in
-//   place of a good one.
+// The training checkpoint: everything a run needs to resume, mapped onto one safetensors file
+// (models/safetensors.h), written atomically (models/atomic_file.h).
 #pragma once
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
 
-#include "engine/tensor.h"
+#include "models/atomic_file.h"
 #include "models/module.h"
+#include "models/safetensors.h"
 
 namespace gs::models {
-
-using Metadata = std::map<std::string, std::string>;
-
-// Writes `tensors` (any device, any strides; values are copied out contiguously) and `metadata` to
-// `path`, replacing it atomically. Names must be non-empty UTF-8 and not "__metadata__".
-void save_safetensors(const std::filesystem::path& path, const StateDict& tensors, const Metadata& metadata = {});
-
-struct SafetensorsContents {
-  StateDict tensors;  // contiguous CPU tensors
-  Metadata metadata;
-};
-
-// Reads and validates a whole safetensors file: any structural defect (short file, bad header length,
-// invalid JSON, missing or malformed fields, unknown dtype, sizes that disagree with offsets,
-// overlapping, out-of-range or gapped data, trailing bytes, duplicate names, bool bytes other than
-// 0/1) or a checksum mismatch throws gs::Error naming the file, what was expected and what was found.
-SafetensorsContents load_safetensors(const std::filesystem::path& path);
-
-// CRC-32 (IEEE 802.3 / zlib polynomial), continuing from `crc` (0 to start).
-uint32_t crc32(const void* data, size_t nbytes, uint32_t crc = 0);
 
 // The counter-based generator has no hidden state: what a run must restore is its seed and the
 // counters it advanced (e.g. how many noise draws the stepper made), by name.
@@ -73,31 +39,5 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& ckpt);
 // Throws gs::Error when the file is not a valid safetensors file or not a gradsphere checkpoint
 // (missing or malformed gradsphere.* keys, tensors outside the model./optim. prefixes).
 Checkpoint load_checkpoint(const std::filesystem::path& path);
-
-// Replaces a file atomically. The content is written to temp_path() (a fresh file beside the target,
-// so the final rename stays within one file system); commit() flushes it to disk, renames it over
-// the target and syncs the directory, so the target is either the old file or the complete new one.
-// Destroying an uncommitted AtomicFile removes the temporary file. Used by the NetCDF writer too.
-class AtomicFile {
- public:
-  explicit AtomicFile(std::filesystem::path target);
-  ~AtomicFile();
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  const std::filesystem::path& temp_path() const { return temp_; }
-  const std::filesystem::path& target() const { return target_; }
-  // Writes all bytes at the current end of the temporary file.
-  void write(const void* data, size_t nbytes);
-  // Closes the descriptor opened by the constructor, so another library (NetCDF) can write the
-  // temporary file by its path; commit() reopens it to sync it.
-  void close_descriptor();
-  void commit();
-
- private:
-  std::filesystem::path target_, temp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
 
 }  // namespace gs::models

@@ -66,7 +66,7 @@ ParameterSubstitution::ParameterSubstitution(const Module& module, const std::ma
     GS_CHECK(p != nullptr, "ParameterSubstitution: {} has no parameter '{}'", module.type_name(), name);
     GS_CHECK(t.defined() && t.sizes() == p->tensor.sizes() && t.dtype() == p->tensor.dtype(),
              "ParameterSubstitution: '{}' is {}, the substitute is {}", name, p->tensor.meta_str(),
-             t.defined() ? t.meta_str() : std::string("an undefined tensor"));
+             t.meta_str());
     entries_.emplace_back(p->tensor.impl(), t);
   }
   t_substitution = this;
@@ -123,14 +123,14 @@ Conv1x1::Conv1x1(int64_t cin, int64_t cout, bool bias, const Init& weight_init, 
 
 Tensor Conv1x1::forward(const Tensor& x) const {
   GS_CHECK(x.defined() && x.dim() == 4 && x.size(1) == cin_, "Conv1x1: expected x (B, {}, H, W), got {}", cin_,
-           x.defined() ? x.meta_str() : std::string("an undefined tensor"));
+           x.meta_str());
   const Tensor w = reshape(use_param(weight_), {cout_, cin_});  // (Cout, Cin, 1, 1) -> (Cout, Cin), a view
   return sphere::conv1x1(x, w, bias_.defined() ? use_param(bias_) : Tensor());
 }
 
 Tensor Conv1x1::forward_without_bias(const Tensor& x) const {
   GS_CHECK(x.defined() && x.dim() == 4 && x.size(1) == cin_, "Conv1x1: expected x (B, {}, H, W), got {}", cin_,
-           x.defined() ? x.meta_str() : std::string("an undefined tensor"));
+           x.meta_str());
   return sphere::conv1x1(x, reshape(use_param(weight_), {cout_, cin_}));
 }
 
@@ -144,7 +144,7 @@ Linear::Linear(int64_t in, int64_t out, bool bias, const Init& weight_init, cons
 
 Tensor Linear::forward(const Tensor& x) const {
   GS_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_, "Linear: expected x (..., {}), got {}", in_,
-           x.defined() ? x.meta_str() : std::string("an undefined tensor"));
+           x.meta_str());
   return linear(x, use_param(weight_), bias_.defined() ? use_param(bias_) : Tensor());
 }
 
@@ -185,7 +185,7 @@ SpectralFilter::SpectralFilter(const sphere::ShtSpec& forward, const sphere::Sht
 SpectralFilter::Output SpectralFilter::forward(const Tensor& x) const {
   GS_CHECK(x.defined() && x.dim() == 4 && x.size(1) == cin_ && x.size(2) == fwd_.nlat && x.size(3) == fwd_.nlon,
            "SpectralConvS2: expected x (B, {}, {}, {}), got {}", cin_, fwd_.nlat, fwd_.nlon,
-           x.defined() ? x.meta_str() : std::string("an undefined tensor"));
+           x.meta_str());
   Tensor coeffs = sphere::sht(x, fwd_);                           // (B, Cin, L, M) complex
   Tensor residual = scale_residual_ ? sphere::isht(coeffs, inv_) : x;
   const Tensor& w = use_param(weight_);
@@ -365,7 +365,7 @@ ConditionalLayerNorm::ConditionalLayerNorm(int64_t channels, int64_t nlat, int64
 Tensor ConditionalLayerNorm::forward(const Tensor& x, const ConditioningInputs& c) const {
   GS_CHECK(x.defined() && x.dim() == 4 && x.size(1) == channels_ && x.size(2) == nlat_ && x.size(3) == nlon_,
            "ConditionalLayerNorm: expected x (B, {}, {}, {}), got {}", channels_, nlat_, nlon_,
-           x.defined() ? x.meta_str() : std::string("an undefined tensor"));
+           x.meta_str());
   const int64_t B = x.size(0);
   auto need = [&](const Tensor& t, int64_t dim, const char* what, bool field) {
     GS_CHECK(t.defined(), "ConditionalLayerNorm: {} must be provided (its context dimension is {})", what, dim);

@@ -32,7 +32,7 @@ void check_scalar_state(const StateDict& state, const std::vector<std::pair<std:
     const Tensor& t = state.at(key);
     GS_CHECK(t.defined() && t.numel() == 1 && t.dtype() == dt,
              "{} schedule: load_state: '{}' must be a one-element {} tensor, got {}", who, key, dtype_name(dt),
-             t.defined() ? t.meta_str() : std::string("an undefined tensor"));
+             t.meta_str());
   }
 }
 

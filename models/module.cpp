@@ -160,7 +160,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     const Tensor& src = it->second;
     GS_CHECK(src.defined() && src.sizes() == t.sizes() && src.dtype() == t.dtype(),
              "{}: load_state_dict: '{}' expects {} but the state dict holds {}", type_name_, name, t.meta_str(),
-             src.defined() ? src.meta_str() : std::string("an undefined tensor"));
+             src.meta_str());
   }
   NoGradGuard no_grad;
   for (auto& [name, t] : targets) {

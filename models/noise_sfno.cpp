@@ -20,7 +20,6 @@ namespace {
 
 const Init kAceInit = Init::trunc_normal(0.02);  // ACE's _init_weights for Conv2d / Linear
 
-std::string describe(const Tensor& t) { return t.defined() ? t.meta_str() : std::string("an undefined tensor"); }
 
 // ACE's SpectralConvS2 (dhconv): weight (G, L, C/G, C/G, 2) real pairs, bias (1, C, 1, 1).
 class AceSpectralConv : public Module {
@@ -294,7 +293,7 @@ Tensor NoiseConditionedSFNO::make_noise(int64_t batch, RandomKey key) const {
 
 Tensor NoiseConditionedSFNO::forward(const Tensor& x, const ForwardContext& ctx) {
   GS_CHECK(x.defined() && x.dim() == 4, "NoiseConditionedSFNO: expected x (B, in_chans, nlat, nlon), got {}",
-           describe(x));
+           x.meta_str());
   return forward_with_noise(x, make_noise(x.size(0), ctx.noise_key), ctx.labels);
 }
 
@@ -303,13 +302,13 @@ Tensor NoiseConditionedSFNO::forward_with_noise(const Tensor& x, const Tensor& n
   GS_CHECK(x.defined() && x.dim() == 4 && x.size(0) >= 1 && x.size(1) == opt_.in_chans && x.size(2) == H &&
                x.size(3) == W && x.dtype() == opt_.dtype,
            "NoiseConditionedSFNO: expected x (B, in_chans, nlat, nlon) = (B, {}, {}, {}) of dtype {}, got {}",
-           opt_.in_chans, H, W, dtype_name(opt_.dtype), describe(x));
+           opt_.in_chans, H, W, dtype_name(opt_.dtype), x.meta_str());
   const int64_t B = x.size(0);
   if (opt_.n_labels > 0)
     GS_CHECK(labels.defined() && labels.dim() == 2 && labels.size(0) == B && labels.size(1) == opt_.n_labels &&
                  labels.dtype() == opt_.dtype,
              "NoiseConditionedSFNO: expected labels (B, n_labels) = ({}, {}) of dtype {}, got {}", B, opt_.n_labels,
-             dtype_name(opt_.dtype), describe(labels));
+             dtype_name(opt_.dtype), labels.meta_str());
   else
     GS_CHECK(!labels.defined(), "NoiseConditionedSFNO: the model was built with n_labels = 0 but got labels {}",
              labels.meta_str());

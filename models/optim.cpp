@@ -167,7 +167,7 @@ void Optimizer::load_state(const StateDict& state) {
     const Tensor& got = state.at(key);
     GS_CHECK(got.defined() && got.sizes() == want.sizes && got.dtype() == want.dtype,
              "{}: '{}' expects {} {} but the state holds {}", op, key, dtype_name(want.dtype), shape_str(want.sizes),
-             got.defined() ? got.meta_str() : std::string("an undefined tensor"));
+             got.meta_str());
   }
   const double lr = state.at("lr").item<double>();
   GS_CHECK(std::isfinite(lr) && lr >= 0, "{}: 'lr' holds {}, expected a finite value >= 0", op, lr);

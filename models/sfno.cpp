@@ -174,7 +174,7 @@ Tensor SFNO::forward(const Tensor& x, const ForwardContext& ctx) {
   GS_CHECK(x.defined() && x.dim() == 4 && x.size(1) == opt_.in_chans && x.size(2) == H && x.size(3) == W &&
                x.dtype() == opt_.dtype,
            "SFNO: expected x (B, in_chans, nlat, nlon) = (B, {}, {}, {}) of dtype {}, got {}", opt_.in_chans, H, W,
-           dtype_name(opt_.dtype), x.defined() ? x.meta_str() : std::string("an undefined tensor"));
+           dtype_name(opt_.dtype), x.meta_str());
   GS_CHECK(x.size(0) >= 1, "SFNO: expected a batch of at least one field, got {}", x.meta_str());
 
   Tensor y = encoder_->forward(x);  // (B, C, H, W)

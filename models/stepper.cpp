@@ -134,7 +134,7 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
       GS_CHECK(pred.defined() && pred.sizes() == x.sizes() && pred.dtype() == x.dtype(),
                "Stepper: the model must map its input {} to a prediction of the same shape and dtype (fed back as "
                "the next input), got {}",
-               x.meta_str(), pred.defined() ? pred.meta_str() : std::string("an undefined tensor"));
+               x.meta_str(), pred.meta_str());
       loss = sphere::area_weighted_mse(pred, select(targets, 1, k), aw);
     }
     const double value = loss.item<double>();
@@ -243,7 +243,7 @@ TrainResult Stepper::train_on_batch(const Batch& batch) {
 
 Tensor Stepper::predict(const Tensor& input, int64_t n_steps, uint64_t rollout_id) {
   GS_CHECK(input.defined() && input.dim() == 4, "Stepper::predict: expected input (B, C, H, W), got {}",
-           input.defined() ? input.meta_str() : std::string("an undefined tensor"));
+           input.meta_str());
   GS_CHECK(n_steps >= 1, "Stepper::predict: expected n_steps >= 1, got {}", n_steps);
   InferenceModeGuard inference;
   const Shape& s = input.sizes();
@@ -255,7 +255,7 @@ Tensor Stepper::predict(const Tensor& input, int64_t n_steps, uint64_t rollout_i
     Tensor pred = model_->forward(x, ctx);
     GS_CHECK(pred.defined() && pred.sizes() == x.sizes() && pred.dtype() == x.dtype(),
              "Stepper::predict: the model must map its input {} to a prediction of the same shape and dtype, got {}",
-             x.meta_str(), pred.defined() ? pred.meta_str() : std::string("an undefined tensor"));
+             x.meta_str(), pred.meta_str());
     copy_values(select(out, 1, k), pred);
     x = pred;
   }

@@ -79,8 +79,8 @@ Tensor logical_not(const Tensor& mask) {
 
 Tensor logical_and(const Tensor& a, const Tensor& b) {
   GS_CHECK(a.defined() && b.defined() && a.dtype() == DType::b8 && b.dtype() == DType::b8,
-           "logical_and: expected two bool masks, got {} and {}", a.defined() ? a.meta_str() : "undefined",
-           b.defined() ? b.meta_str() : "undefined");
+           "logical_and: expected two bool masks, got {} and {}", a.meta_str(),
+           b.meta_str());
   Tensor out = empty(broadcast_shapes(a.sizes(), b.sizes(), "logical_and"), DType::b8, a.device());
   kernels::binary_loop<bool, bool, bool>(out, a, b, [](bool x, bool y) { return x && y; });
   return out;
@@ -102,7 +102,7 @@ Tensor isfinite(const Tensor& t) {
 
 bool all_true(const Tensor& mask) {
   GS_CHECK(mask.defined() && mask.dtype() == DType::b8, "all_true: expected a bool mask, got {}",
-           mask.defined() ? mask.meta_str() : "undefined");
+           mask.meta_str());
   for (bool v : mask.to_vector<bool>())
     if (!v) return false;
   return true;

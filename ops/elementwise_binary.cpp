@@ -100,7 +100,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 
 Tensor pow(const Tensor& a, double exponent) {
   GS_CHECK(a.defined() && is_floating(a.dtype()), "pow: expected an f32 or f64 tensor, got {}",
-           a.defined() ? a.meta_str() : "undefined");
+           a.meta_str());
   kernels::check_cpu(a, "pow");
   Tensor out = empty(a.sizes(), a.dtype(), a.device());
   dispatch_float(a.dtype(), "pow", [&]<typename T>() {

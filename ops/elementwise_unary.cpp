@@ -246,6 +246,7 @@ const OpRegistrar registrar{
     unary_entry("tanh", [](const Tensor& x) { return tanh(x); }, plain_real),
     unary_entry("sigmoid", [](const Tensor& x) { return sigmoid(x); }, plain_real),
     unary_entry("relu", [](const Tensor& x) { return relu(x); }, away_from_zero),
+    unary_entry("sign", [](const Tensor& x) { return sign(x); }, away_from_zero),  // gradient 0 away from 0
     unary_entry("erf", [](const Tensor& x) { return erf(x); }, plain_real),
     unary_entry("gelu", [](const Tensor& x) { return gelu(x); }, plain_real),
     unary_entry("gelu_tanh", [](const Tensor& x) { return gelu(x, GeluApprox::tanh); }, plain_real),

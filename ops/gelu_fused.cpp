@@ -171,7 +171,7 @@ struct FusedGelu {
 Tensor gelu_fused(const Tensor& x, const Tensor& bias) {
   GS_CHECK(x.defined() && is_floating(x.dtype()) && x.device().type == DeviceType::cpu,
            "gelu_fused: expected an f32 or f64 tensor on the CPU, got {}",
-           x.defined() ? x.meta_str() : std::string("an undefined tensor"));
+           x.meta_str());
   if (!bias.defined()) return apply_function<FusedGelu>("gelu_fused", {x})[0];
   GS_CHECK(x.dim() >= 2 && x.size(0) >= 1 && bias.dim() == 1 && bias.size(0) == x.size(1) &&
                bias.dtype() == x.dtype(),

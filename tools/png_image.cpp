@@ -2,7 +2,6 @@
 #include "tools/png_image.h"
 
 #include <png.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -10,6 +9,7 @@
 #include <filesystem>
 
 #include "engine/error.h"
+#include "models/atomic_file.h"
 
 namespace gs::tools {
 
@@ -192,21 +192,14 @@ void write_png(const Image& img, const std::string& path, bool keep_alpha) {
   pi.width = static_cast<png_uint_32>(img.width());
   pi.height = static_cast<png_uint_32>(img.height());
   pi.format = keep_alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;
-  // The pid keeps two processes writing the same picture from sharing a temporary file.
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int ok = png_image_write_to_file(&pi, tmp.c_str(), 0, data, 0, nullptr);
+  // Written through the run outputs' atomic writer: a crash never leaves half a picture in place.
+  models::AtomicFile file(path);
+  file.close_descriptor();  // libpng writes the temporary file by its path
+  int ok = png_image_write_to_file(&pi, file.temp_path().c_str(), 0, data, 0, nullptr);
   std::string why = pi.message;
   png_image_free(&pi);
-  std::error_code ec;
-  if (!ok) {
-    fs::remove(tmp, ec);
-    gs::fail("cannot write '{}': {}", path, why);
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    gs::fail("cannot write '{}': renaming the temporary file failed: {}", path, ec.message());
-  }
+  if (!ok) gs::fail("cannot write '{}': {}", path, why);
+  file.commit();
 }
 
 // ---- text

@@ -202,8 +202,10 @@ void execute(const std::shared_ptr<Node>& root, bool retain_graph, bool create_g
         GradModeGuard rule_mode(create_graph && !n->once_differentiable);
         outs = n->apply(std::move(grads));
       } catch (const Error& e) {
-        if (n == root.get()) throw;
-        throw Error(fmt::format("in backward of {}: {}", n->describe(), e.what()));
+        // Name the failing node once: errors raised by the node's own checks (saved tensors) name it already.
+        const std::string node = n->describe();
+        if (n == root.get() || std::string_view(e.what()).find(node) != std::string_view::npos) throw;
+        throw Error(fmt::format("in backward of {}: {}", node, e.what()));
       }
       if (!retain_graph) n->release_saved();
     }

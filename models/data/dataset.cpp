@@ -13,7 +13,6 @@ namespace {
 // The trajectory as a contiguous tensor (a no-op for the usual contiguous data).
 Tensor dense(const Tensor& t) { return contiguous_copy(t); }
 
-std::string describe(const Tensor& t) { return t.defined() ? t.meta_str() : std::string("an undefined tensor"); }
 
 // (C,) values as a (C, 1, 1) tensor of `dtype`, to broadcast over (..., C, H, W).
 Tensor per_channel(const std::vector<double>& values, DType dtype) {
@@ -51,14 +50,14 @@ void TrajectoryData::validate() const {
     const Tensor& t = trajectories[i];
     GS_CHECK(t.defined() && t.dim() == 4,
              "TrajectoryData: trajectory {} must be 4-D (T, C, nlat, nlon) = (T, {}, {}, {}), got {}", i, C, nlat, nlon,
-             describe(t));
+             t.meta_str());
     GS_CHECK(t.size(0) >= 1 && t.size(1) == C && t.size(2) == nlat && t.size(3) == nlon,
              "TrajectoryData: trajectory {} must have shape (T >= 1, {}, {}, {}) for {} variables on a {}x{} grid, got {}",
              i, C, nlat, nlon, C, nlat, nlon, shape_str(t.sizes()));
     GS_CHECK(is_floating(t.dtype()), "TrajectoryData: trajectory {} must be f32 or f64, got {}", i, t.dtype());
     GS_CHECK(t.dtype() == dtype, "TrajectoryData: every trajectory must have one dtype; trajectory 0 is {}, trajectory {} is {}",
              dtype, i, t.dtype());
-    GS_CHECK(t.device().is_cpu(), "TrajectoryData: trajectory {} must be on the CPU, got {}", i, describe(t));
+    GS_CHECK(t.device().is_cpu(), "TrajectoryData: trajectory {} must be on the CPU, got {}", i, t.meta_str());
   }
 }
 
@@ -121,7 +120,7 @@ void check_normalizer(const Normalizer& n, const char* what) {
 void check_normalizer_input(const Normalizer& n, const Tensor& x, const char* what) {
   check_normalizer(n, what);
   GS_CHECK(x.defined() && x.dim() >= 3 && is_floating(x.dtype()) && x.size(-3) == static_cast<int64_t>(n.mean.size()),
-           "{}: expected a f32/f64 tensor (..., C, H, W) with C = {}, got {}", what, n.mean.size(), describe(x));
+           "{}: expected a f32/f64 tensor (..., C, H, W) with C = {}, got {}", what, n.mean.size(), x.meta_str());
 }
 
 }  // namespace

@@ -124,7 +124,7 @@ Tensor SweSolver::from_grid(const Tensor& fields) const {
   const Shape want{3, opt_.nlat, opt_.nlon};
   GS_CHECK(fields.defined() && fields.sizes() == want && is_floating(fields.dtype()),
            "SweSolver::from_grid: expected fields of shape {} (f32 or f64), got {}", shape_str(want),
-           fields.defined() ? fields.meta_str() : std::string("an undefined tensor"));
+           fields.meta_str());
   InferenceModeGuard guard;
   SerialOnSmallGrids serial(opt_);
   return dense(sphere::sht(cast_copy(fields, DType::f64), spec_));

@@ -26,210 +26,21 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <limits>
-#include <map>
-#include <mutex>
-#include <numbers>
 #include <vector>
 
 #include "engine/error.h"
-#include "ops/sphere/grids.h"
 #include "ops/sphere/vec512.h"
 
 namespace gs::sphere {
-
-struct RecurrencePlan {
-  // An (order, row) pair whose seed is below the f64 range: the recurrence resumes at degree l with
-  // Q_{l-1} = p_prev, Q_l = p_cur (RecurrencePlan::alpha; all lower degrees are below 2^-600 and
-  // taken as 0).
-  struct ScaledStart {
-    int64_t j, l;
-    double p_prev, p_cur;
-  };
-
-  LegendreTableKey key;
-  int64_t n_even = 0, n_odd = 0;
-  std::vector<double> x, weight;                      // n_even northern rows: cos(theta), row factor
-  std::vector<int64_t> first_row;                     // mmax: first northern row kept
-  std::vector<size_t> ab_offset;                      // mmax: order m's (a_l, b_l), l = m+1 .. lmax-1
-  std::vector<double> ab;                             // the pairs (as in legendre.cpp), for the plan's marches
-  std::vector<double> factor;                         // mmax * lmax: Condon-Shortley and Schmidt factors
-  // The kernels' form of the recurrence, Q_l = alpha_l x Q_{l-1} - Q_{l-2} with Q_l = Pbar_l^m / s_l
-  // and s_l = b_l s_{l-2} (s_m = s_{m+1} = 1): two operations per step instead of three. alpha
-  // has order m's values for l = m+1 .. lmax-1 at ab_offset[m] / 2; out_factor = factor * s_l for
-  // l = m .. lmax-1 at ab_offset[m] / 2 + m (one more entry per order than alpha).
-  std::vector<double> alpha, out_factor;
-  std::vector<double> seed;  // (mmax, n_even): Pbar_m^m(x_j); 0 before first_row and for scaled starts
-  std::vector<std::vector<ScaledStart>> scaled;       // mmax
-  int64_t n_scaled = 0;
-
-  double f(int64_t m, int64_t l) const { return factor[static_cast<size_t>(m * key.lmax + l)]; }
-  const double* alpha_of(int64_t m) const { return alpha.data() + ab_offset[static_cast<size_t>(m)] / 2; }
-  const double* out_factor_of(int64_t m) const {
-    return out_factor.data() + ab_offset[static_cast<size_t>(m)] / 2 + static_cast<size_t>(m);
-  }
-};
-
 namespace {
 
-constexpr double kPi = std::numbers::pi;
 // Latitudes per recurrence block: four AVX-512 (eight AVX2) registers of f64. (The analysis with 16
 // or 64 rows and as many accumulators was no faster.)
 constexpr int kRows = 32;
 constexpr int kLanes = 8;  // doubles per analysis accumulator (Lanes): the block's rows mod 8
 // Below this many multiply-adds a contraction stays on the calling thread.
 constexpr int64_t kSerialWork = 1 << 18;
-
-std::atomic<LegendrePath> g_path{LegendrePath::automatic};
-
-using Scaled = detail::ScaledValue;
-using detail::advance_diagonal;
-using detail::kFoldExponent;
-
-double seed_00(const LegendreTableKey& key) {
-  return detail::seed_00(key.norm, key.kind == LegendreTableKind::synthesis);
-}
-
-double row_factor(const LegendreTableKey& key, int64_t m, int64_t l) {
-  return detail::row_factor(key.norm, key.csphase, key.kind == LegendreTableKind::synthesis, m, l);
-}
-
-// Scaled march of one (order, row) from its diagonal value. Returns log2 of the largest
-// |factor * Pbar_l^m| over l < lmax; with `start`, stops at the first degree where the value is back
-// in range and reports it in *start (l = lmax if it never is).
-double march(const RecurrencePlan& p, int64_t m, double x, Scaled d, RecurrencePlan::ScaledStart* start) {
-  const int64_t lmax = p.key.lmax;
-  double pc = d.mant, pp = 0;
-  int scale = d.exp;
-  double best = -std::numeric_limits<double>::infinity();
-  auto note = [&](int64_t l) {
-    if (pc != 0) best = std::max(best, std::log2(std::abs(pc * p.f(m, l))) + scale);
-  };
-  note(m);
-  const double* ab = p.ab.data() + p.ab_offset[static_cast<size_t>(m)];
-  for (int64_t l = m + 1; l < lmax; ++l, ab += 2) {
-    const double next = ab[0] * x * pc - ab[1] * pp;
-    pp = pc;
-    pc = next;
-    int e = 0;
-    std::frexp(std::max(std::abs(pc), std::abs(pp)), &e);
-    pc = std::ldexp(pc, -e);
-    pp = std::ldexp(pp, -e);
-    scale += e;
-    note(l);
-    if (start && scale >= kFoldExponent) {
-      *start = {0, l, std::ldexp(pp, scale), std::ldexp(pc, scale)};
-      return best;
-    }
-  }
-  if (start) start->l = lmax;
-  return best;
-}
-
-std::shared_ptr<const RecurrencePlan> build_plan(const LegendreTableKey& key) {
-  GS_CHECK(is_floating(key.dtype), "Legendre recurrence: expected dtype f32 or f64, got {}", dtype_name(key.dtype));
-  GS_CHECK(key.nlat >= 1 && key.mmax >= 1 && key.mmax <= key.lmax,
-           "Legendre recurrence: expected nlat >= 1 and 1 <= mmax <= lmax, got {}", key.str());
-  auto p = std::make_shared<RecurrencePlan>();
-  p->key = key;
-  const int64_t lmax = key.lmax, mmax = key.mmax;
-  p->n_even = (key.nlat + 1) / 2;
-  p->n_odd = key.nlat / 2;
-  const auto ne = static_cast<size_t>(p->n_even);
-  const Quadrature q = make_quadrature(key.grid, key.nlat);
-  p->x.assign(q.cos_theta.begin(), q.cos_theta.begin() + p->n_even);
-  p->weight.assign(ne, 1.0);
-  if (key.kind == LegendreTableKind::analysis) p->weight.assign(q.weights.begin(), q.weights.begin() + p->n_even);
-
-  p->factor.resize(static_cast<size_t>(mmax * lmax));
-  double min_factor = std::numeric_limits<double>::infinity();
-  for (int64_t m = 0; m < mmax; ++m)
-    for (int64_t l = 0; l < lmax; ++l) {
-      p->factor[static_cast<size_t>(m * lmax + l)] = row_factor(key, m, l);
-      min_factor = std::min(min_factor, std::abs(row_factor(key, m, l)));
-    }
-  p->ab_offset.resize(static_cast<size_t>(mmax));
-  for (int64_t m = 0; m < mmax; ++m) {
-    p->ab_offset[static_cast<size_t>(m)] = p->ab.size();
-    const double md = static_cast<double>(m);
-    for (int64_t l = m + 1; l < lmax; ++l) {
-      const double ld = static_cast<double>(l);
-      p->ab.push_back(std::sqrt((2.0 * ld - 1.0) * (2.0 * ld + 1.0) / ((ld - md) * (ld + md))));
-      p->ab.push_back(l - m < 2 ? 0.0
-                                : std::sqrt((ld + md - 1.0) * (ld - md - 1.0) * (2.0 * ld + 1.0) /
-                                            ((ld - md) * (ld + md) * (2.0 * ld - 3.0))));
-    }
-  }
-
-  for (int64_t m = 0; m < mmax; ++m) {
-    double s_prev = 1, s_cur = 1;  // s_{l-2}, s_{l-1}
-    p->out_factor.push_back(p->f(m, m));
-    const double* ab = p->ab.data() + p->ab_offset[static_cast<size_t>(m)];
-    for (int64_t l = m + 1; l < lmax; ++l, ab += 2) {
-      const double s_l = l - m < 2 ? 1.0 : ab[1] * s_prev;
-      p->alpha.push_back(ab[0] * s_cur / s_l);
-      p->out_factor.push_back(p->f(m, l) * s_l);
-      s_prev = s_cur;
-      s_cur = s_l;
-    }
-  }
-
-  // The scaled diagonal of every (order, row), marched across m as legendre.cpp does.
-  std::vector<Scaled> diag(static_cast<size_t>(mmax) * ne);
-  for (size_t j = 0; j < ne; ++j) {
-    const double s = std::sqrt((1.0 - p->x[j]) * (1.0 + p->x[j]));
-    Scaled v{};
-    v.mant = std::frexp(seed_00(key), &v.exp);
-    for (int64_t m = 0; m < mmax; ++m) {
-      if (m > 0) advance_diagonal(v, m, s);
-      diag[static_cast<size_t>(m) * ne + j] = v;
-    }
-  }
-
-  // A row is kept while some degree exceeds the table's negligible level relative to a lower bound
-  // of the order's largest value: an orthonormal Pbar_l^m has max |Pbar| >= 1/sqrt(4 pi) on [-1, 1]
-  // (its square integrates to 1/(2 pi)); half of it allows for the grid missing the maximum. The
-  // quadrature weight is left out, so this keeps at least the rows the table keeps. The largest
-  // |Pbar| over degrees grows monotonically from the pole outwards in the evanescent region where
-  // the cut falls, so the first kept row is found by bisection.
-  const double log2_threshold =
-      std::log2(LegendreTable::negligible(key.dtype) * 0.5 * seed_00(key) * min_factor);
-  p->first_row.assign(static_cast<size_t>(mmax), 0);
-  p->seed.assign(static_cast<size_t>(mmax) * ne, 0.0);
-  p->scaled.resize(static_cast<size_t>(mmax));
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t m = 0; m < mmax; ++m) {
-    const Scaled* dm = diag.data() + static_cast<size_t>(m) * ne;
-    auto kept = [&](int64_t j) { return march(*p, m, p->x[static_cast<size_t>(j)], dm[j], nullptr) >= log2_threshold; };
-    int64_t lo = 0, hi = p->n_even;  // the first kept row lies in [lo, hi]
-    while (lo < hi) {
-      const int64_t mid = (lo + hi) / 2;
-      if (kept(mid)) hi = mid;
-      else lo = mid + 1;
-    }
-    p->first_row[static_cast<size_t>(m)] = lo;
-    for (int64_t j = lo; j < p->n_even; ++j) {
-      const Scaled d = dm[j];
-      if (d.exp >= kFoldExponent) {
-        p->seed[static_cast<size_t>(m) * ne + static_cast<size_t>(j)] = std::ldexp(d.mant, d.exp);
-        continue;
-      }
-      RecurrencePlan::ScaledStart s{};
-      march(*p, m, p->x[static_cast<size_t>(j)], d, &s);
-      s.j = j;
-      if (s.l < lmax) {  // into the kernels' form Q_l = Pbar_l / s_l
-        const double* of = p->out_factor_of(m);
-        s.p_prev /= of[s.l - 1 - m] / p->f(m, s.l - 1);
-        s.p_cur /= of[s.l - m] / p->f(m, s.l);
-      }
-      if (s.l < lmax) p->scaled[static_cast<size_t>(m)].push_back(s);
-    }
-  }
-  for (const auto& s : p->scaled) p->n_scaled += static_cast<int64_t>(s.size());
-  return p;
-}
 
 // ---- kernels ----
 
@@ -768,36 +579,6 @@ void to_latitude_all(const RecurrencePlan& p, const std::complex<T>* A, std::com
 
 }  // namespace
 
-LegendrePath set_legendre_path(LegendrePath path) { return g_path.exchange(path); }
-LegendrePath legendre_path() { return g_path.load(); }
-
-bool use_recurrence(const LegendreTableKey& key, int64_t batch) {
-  switch (legendre_path()) {
-    case LegendrePath::table: return false;
-    case LegendrePath::recurrence: return true;
-    case LegendrePath::automatic: break;
-  }
-  // The measured rule (NOTES.md, "On-the-fly path"). Per field, both paths do work proportional
-  // to the table's entries, but the table kernels also stream the whole table once per call,
-  // shared by the batch; past the caches that traffic decides. The recurrence stays in f64 while
-  // the f32 table kernels run at twice the f64 rate, so f32 tables pay off down to larger shares.
-  const double mb = 1e-6 * static_cast<double>(LegendreTable::estimated_bytes(key));
-  const double per_field = mb / static_cast<double>(std::max<int64_t>(batch, 1));
-  if (key.dtype == DType::f32) return per_field >= 8.0;
-  return per_field >= 2.0 || (mb >= 16.0 && per_field >= 0.25);
-}
-
-std::shared_ptr<const RecurrencePlan> recurrence_plan_cached(const LegendreTableKey& key) {
-  static std::mutex mutex;
-  static auto* plans = new std::map<LegendreTableKey, std::shared_ptr<const RecurrencePlan>>();  // never destroyed
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = plans->find(key);
-  if (it != plans->end()) return it->second;
-  auto plan = build_plan(key);
-  plans->emplace(key, plan);
-  return plan;
-}
-
 void recurrence_to_degree(const RecurrencePlan& p, const std::complex<float>* X, std::complex<float>* A, int64_t B) {
   to_degree_all<float>(p, X, A, B);
 }
@@ -811,10 +592,5 @@ void recurrence_to_latitude(const RecurrencePlan& p, const std::complex<double>*
                             int64_t B) {
   to_latitude_all<double>(p, A, X, B);
 }
-
-int64_t recurrence_first_row(const RecurrencePlan& plan, int64_t m) {
-  return plan.first_row.at(static_cast<size_t>(m));
-}
-int64_t recurrence_scaled_starts(const RecurrencePlan& plan) { return plan.n_scaled; }
 
 }  // namespace gs::sphere

@@ -12,26 +12,9 @@
 #include <cstdint>
 #include <memory>
 
-#include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/legendre_recurrence_plan.h"
 
 namespace gs::sphere {
-
-// Which kernel the Legendre contractions use. `automatic` applies the measured rule below; the
-// others force one path (tests compare them, benchmarks time each).
-enum class LegendrePath { automatic, table, recurrence };
-
-// Process-wide; returns the previous setting.
-LegendrePath set_legendre_path(LegendrePath path);
-LegendrePath legendre_path();
-
-// Whether a contraction with table `key` on `batch` fields runs on the fly: the setting if forced,
-// else the rule of NOTES.md ("On-the-fly path"), which depends on the table's size per field.
-bool use_recurrence(const LegendreTableKey& key, int64_t batch);
-
-// What the recurrence needs for one table key, O(lmax * mmax + mmax * nlat) doubles, cached for the
-// life of the process (a few MB at lmax = 720; clear_legendre_cache does not drop it).
-struct RecurrencePlan;
-std::shared_ptr<const RecurrencePlan> recurrence_plan_cached(const LegendreTableKey& key);
 
 // The same contractions as the table kernels, with the same layouts (B = batch):
 //   to_degree:   A (B, lmax, mmax) [l,m] = sum_j T_m[l,j] X (B, nlat, mmax) [j,m]   (0 where l < m)
@@ -46,11 +29,5 @@ void recurrence_to_latitude(const RecurrencePlan& plan, const std::complex<float
                             int64_t batch);
 void recurrence_to_latitude(const RecurrencePlan& plan, const std::complex<double>* A, std::complex<double>* X,
                             int64_t batch);
-
-// For tests: the first northern row the recurrence keeps for order m (rows nearer the pole hold
-// only negligible values for every degree), and how many (order, row) pairs start below the f64
-// range and are handled by the scaled start.
-int64_t recurrence_first_row(const RecurrencePlan& plan, int64_t m);
-int64_t recurrence_scaled_starts(const RecurrencePlan& plan);
 
 }  // namespace gs::sphere

@@ -180,62 +180,22 @@ size_t sht_table_bytes(const ShtSpec& spec, DType dtype, bool analysis) {
 
 namespace {
 
-// Registry samples: one small transform per grid, odd and even nlat, with distinct shapes so that
-// each registry function can tell from its input which spec the sample was made for.
-const ShtSpec kSampleSpecs[] = {
-    {GridKind::legendre_gauss, 4, 6, 4, 3, Normalization::ortho, true},
-    {GridKind::equiangular, 7, 8, 4, 4, Normalization::ortho, true},
-    {GridKind::lobatto, 6, 8, 5, 4, Normalization::ortho, true},
-};
-
-const ShtSpec& sample_spec_by_grid_shape(const Tensor& x) {
-  for (const ShtSpec& s : kSampleSpecs)
-    if (x.size(-2) == s.nlat && (x.size(-1) == s.nlon || x.size(-1) == s.mmax)) return s;
-  fail("SHT registry: no sample spec has a grid of shape {}", shape_str(x.sizes()));
-}
-
-const ShtSpec& sample_spec_by_coeff_shape(const Tensor& x) {
-  for (const ShtSpec& s : kSampleSpecs)
-    if (x.size(-2) == s.lmax && x.size(-1) == s.mmax) return s;
-  fail("SHT registry: no sample spec has coefficients of shape {}", shape_str(x.sizes()));
-}
-
 using V = std::vector<Tensor>;
-
-// One sample per grid of `rows(spec)` x `cols(spec)` with a batch of 2, the first non-contiguous.
-template <typename Rows, typename Cols>
-std::vector<OpSample> samples(RandomKey k, DType dtype, Rows rows, Cols cols) {
-  std::vector<OpSample> out;
-  uint64_t stream = 1;
-  for (const ShtSpec& s : kSampleSpecs) {
-    const Shape sizes{2, rows(s), cols(s)};
-    const RandomKey key{k.seed, k.stream * 100 + stream++};
-    if (stream == 2) out.push_back({std::string(grid_name(s.grid)) + " non-contiguous", {sample_leaf_transposed(sizes, key, dtype)}});
-    else out.push_back({std::string(grid_name(s.grid)), {sample_leaf(sizes, key, dtype)}});
-  }
-  return out;
-}
+using detail::lmax_of, detail::mmax_of, detail::nlat_of, detail::nlon_of, detail::sample_spec_by_coeff_shape,
+    detail::sample_spec_by_grid_shape, detail::sht_samples;
 
 const OpRegistrar registrar{
     {"legendre_analysis",
-     [](RandomKey k) {
-       return samples(k, DType::c128, [](const ShtSpec& s) { return s.nlat; }, [](const ShtSpec& s) { return s.mmax; });
-     },
+     [](RandomKey k) { return sht_samples(k, DType::c128, false, nlat_of, mmax_of); },
      [](const V& x) { return V{legendre_analysis(x[0], sample_spec_by_grid_shape(x[0]))}; }},
     {"legendre_synthesis",
-     [](RandomKey k) {
-       return samples(k, DType::c128, [](const ShtSpec& s) { return s.lmax; }, [](const ShtSpec& s) { return s.mmax; });
-     },
+     [](RandomKey k) { return sht_samples(k, DType::c128, false, lmax_of, mmax_of); },
      [](const V& x) { return V{legendre_synthesis(x[0], sample_spec_by_coeff_shape(x[0]))}; }},
     {"sht",
-     [](RandomKey k) {
-       return samples(k, DType::f64, [](const ShtSpec& s) { return s.nlat; }, [](const ShtSpec& s) { return s.nlon; });
-     },
+     [](RandomKey k) { return sht_samples(k, DType::f64, false, nlat_of, nlon_of); },
      [](const V& x) { return V{sht(x[0], sample_spec_by_grid_shape(x[0]))}; }},
     {"isht",
-     [](RandomKey k) {
-       return samples(k, DType::c128, [](const ShtSpec& s) { return s.lmax; }, [](const ShtSpec& s) { return s.mmax; });
-     },
+     [](RandomKey k) { return sht_samples(k, DType::c128, false, lmax_of, mmax_of); },
      [](const V& x) { return V{isht(x[0], sample_spec_by_coeff_shape(x[0]))}; }},
 };
 

@@ -1,4 +1,4 @@
-// Spec checks shared by the scalar and vector SHT (sht_common.h).
+// Spec checks and registry samples shared by the scalar and vector SHT (sht_common.h).
 #include "ops/sphere/sht_common.h"
 
 #include "engine/error.h"
@@ -17,6 +17,42 @@ void check_spec(const ShtSpec& spec, const char* op, bool analysis) {
   } catch (const Error& e) {
     fail("{}: {}", op, e.what());
   }
+}
+
+namespace {
+const ShtSpec kSampleSpecs[] = {
+    {GridKind::legendre_gauss, 4, 6, 4, 3, Normalization::ortho, true},
+    {GridKind::equiangular, 7, 8, 4, 4, Normalization::ortho, true},
+    {GridKind::lobatto, 6, 8, 5, 4, Normalization::ortho, true},
+};
+}  // namespace
+
+const ShtSpec& sample_spec_by_grid_shape(const Tensor& x) {
+  for (const ShtSpec& s : kSampleSpecs)
+    if (x.size(-2) == s.nlat && (x.size(-1) == s.nlon || x.size(-1) == s.mmax)) return s;
+  fail("SHT registry: no sample spec has a grid of shape {}", shape_str(x.sizes()));
+}
+
+const ShtSpec& sample_spec_by_coeff_shape(const Tensor& x) {
+  for (const ShtSpec& s : kSampleSpecs)
+    if (x.size(-2) == s.lmax && x.size(-1) == s.mmax) return s;
+  fail("SHT registry: no sample spec has coefficients of shape {}", shape_str(x.sizes()));
+}
+
+std::vector<OpSample> sht_samples(RandomKey k, DType dtype, bool vector, const SpecSize& rows, const SpecSize& cols) {
+  std::vector<OpSample> out;
+  uint64_t stream = 1;
+  for (const ShtSpec& s : kSampleSpecs) {
+    Shape sizes{2};
+    if (vector) sizes.push_back(2);
+    sizes.push_back(rows(s));
+    sizes.push_back(cols(s));
+    const RandomKey key{k.seed, k.stream * 100 + stream++};
+    if (stream == 2)
+      out.push_back({std::string(grid_name(s.grid)) + " non-contiguous", {sample_leaf_transposed(sizes, key, dtype)}});
+    else out.push_back({std::string(grid_name(s.grid)), {sample_leaf(sizes, key, dtype)}});
+  }
+  return out;
 }
 
 }  // namespace gs::sphere::detail

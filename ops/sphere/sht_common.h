@@ -1,7 +1,11 @@
 // Pieces shared by the scalar SHT (sht.cpp) and the vector SHT (vector_sht.cpp): the direction of a
-// Legendre contraction, the spec checks and the table key. Internal to ops/sphere.
+// Legendre contraction, the spec checks, the table key and the registry samples. Internal to ops/sphere.
 #pragma once
+#include <functional>
+#include <vector>
+
 #include "engine/dtype.h"
+#include "ops/registry.h"
 #include "ops/sphere/legendre_cache.h"
 #include "ops/sphere/sht.h"
 
@@ -21,5 +25,21 @@ void check_spec(const ShtSpec& spec, const char* op, bool analysis);
 inline LegendreTableKey table_key(const ShtSpec& spec, LegendreTableKind kind, DType real) {
   return {spec.grid, spec.nlat, spec.lmax, spec.mmax, spec.norm, spec.csphase, kind, real};
 }
+
+// ---- registry samples: one small transform per grid, odd and even nlat, with distinct shapes so
+// that a registry function can tell from its input which spec the sample was made for.
+
+// The spec whose grid (nlat, nlon or mmax columns) / coefficients (lmax, mmax) have x's last two dims.
+const ShtSpec& sample_spec_by_grid_shape(const Tensor& x);
+const ShtSpec& sample_spec_by_coeff_shape(const Tensor& x);
+
+// One sample per spec, (2, [2,] rows(spec), cols(spec)) (the 2 components of a vector field when
+// `vector`), the first non-contiguous.
+using SpecSize = std::function<int64_t(const ShtSpec&)>;
+std::vector<OpSample> sht_samples(RandomKey k, DType dtype, bool vector, const SpecSize& rows, const SpecSize& cols);
+inline int64_t nlat_of(const ShtSpec& s) { return s.nlat; }
+inline int64_t nlon_of(const ShtSpec& s) { return s.nlon; }
+inline int64_t lmax_of(const ShtSpec& s) { return s.lmax; }
+inline int64_t mmax_of(const ShtSpec& s) { return s.mmax; }
 
 }  // namespace gs::sphere::detail

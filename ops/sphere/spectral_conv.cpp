@@ -176,7 +176,6 @@ void diagonal_weight_grad_kernel(T* gw, const T* x, const T* g, const Dims& d) {
 
 // ---- shape and dtype checks
 
-std::string describe(const Tensor& t) { return t.defined() ? t.meta_str() : "an undefined tensor"; }
 
 // x must be a complex (B, C, L, M) tensor on the CPU.
 void check_coefficients(const Tensor& x, const char* op, const char* what) {
@@ -206,7 +205,7 @@ void check_weight(const Tensor& x, const Tensor& w, SpectralOperator op, Kind ki
   GS_CHECK(ok, "{}: expected a weight {} = {} for x {} = {}, got {}", name,
            dh ? "(Cin, Cout, lmax)" : "(Cin, Cout, lmax, mmax)",
            adj ? fmt::format("(Cin, {}, {})", C, tail) : fmt::format("({}, Cout, {})", C, tail),
-           adj ? "(B, Cout, lmax, mmax)" : "(B, Cin, lmax, mmax)", shape_str(x.sizes()), describe(w));
+           adj ? "(B, Cout, lmax, mmax)" : "(B, Cin, lmax, mmax)", shape_str(x.sizes()), w.meta_str());
   GS_CHECK(w.dtype() == x.dtype(), "{}: expected the weight to have x's dtype {}, got {} (weight {})", name,
            dtype_name(x.dtype()), dtype_name(w.dtype()), w.meta_str());
   kernels::check_same_device(x, w, name);

@@ -309,68 +309,28 @@ size_t vector_sht_table_bytes(const ShtSpec& spec, DType dtype, bool analysis) {
 
 namespace {
 
-// Registry samples: one small transform per grid, odd and even nlat, distinct shapes (as sht.cpp).
-const ShtSpec kSampleSpecs[] = {
-    {GridKind::legendre_gauss, 4, 6, 4, 3, Normalization::ortho, true},
-    {GridKind::equiangular, 7, 8, 4, 4, Normalization::ortho, true},
-    {GridKind::lobatto, 6, 8, 5, 4, Normalization::ortho, true},
-};
-
-const ShtSpec& sample_spec_by_grid_shape(const Tensor& x) {
-  for (const ShtSpec& s : kSampleSpecs)
-    if (x.size(-2) == s.nlat && (x.size(-1) == s.nlon || x.size(-1) == s.mmax)) return s;
-  fail("vector SHT registry: no sample spec has a grid of shape {}", shape_str(x.sizes()));
-}
-
-const ShtSpec& sample_spec_by_coeff_shape(const Tensor& x) {
-  for (const ShtSpec& s : kSampleSpecs)
-    if (x.size(-2) == s.lmax && x.size(-1) == s.mmax) return s;
-  fail("vector SHT registry: no sample spec has coefficients of shape {}", shape_str(x.sizes()));
-}
-
 using V = std::vector<Tensor>;
-
-// One sample per grid, (2, [2,] rows, cols), the first non-contiguous.
-template <typename Rows, typename Cols>
-std::vector<OpSample> samples(RandomKey k, DType dtype, bool vector, Rows rows, Cols cols) {
-  std::vector<OpSample> out;
-  uint64_t stream = 1;
-  for (const ShtSpec& s : kSampleSpecs) {
-    Shape sizes{2};
-    if (vector) sizes.push_back(2);
-    sizes.push_back(rows(s));
-    sizes.push_back(cols(s));
-    const RandomKey key{k.seed, k.stream * 100 + stream++};
-    if (stream == 2)
-      out.push_back({std::string(grid_name(s.grid)) + " non-contiguous", {sample_leaf_transposed(sizes, key, dtype)}});
-    else out.push_back({std::string(grid_name(s.grid)), {sample_leaf(sizes, key, dtype)}});
-  }
-  return out;
-}
-
-auto nlat_of = [](const ShtSpec& s) { return s.nlat; };
-auto nlon_of = [](const ShtSpec& s) { return s.nlon; };
-auto lmax_of = [](const ShtSpec& s) { return s.lmax; };
-auto mmax_of = [](const ShtSpec& s) { return s.mmax; };
+using detail::lmax_of, detail::mmax_of, detail::nlat_of, detail::nlon_of, detail::sample_spec_by_coeff_shape,
+    detail::sample_spec_by_grid_shape, detail::sht_samples;
 
 const OpRegistrar registrar{
-    {"vector_legendre_analysis", [](RandomKey k) { return samples(k, DType::c128, true, nlat_of, mmax_of); },
+    {"vector_legendre_analysis", [](RandomKey k) { return sht_samples(k, DType::c128, true, nlat_of, mmax_of); },
      [](const V& x) { return V{vector_legendre_analysis(x[0], sample_spec_by_grid_shape(x[0]))}; }},
-    {"vector_legendre_synthesis", [](RandomKey k) { return samples(k, DType::c128, true, lmax_of, mmax_of); },
+    {"vector_legendre_synthesis", [](RandomKey k) { return sht_samples(k, DType::c128, true, lmax_of, mmax_of); },
      [](const V& x) { return V{vector_legendre_synthesis(x[0], sample_spec_by_coeff_shape(x[0]))}; }},
-    {"vector_sht", [](RandomKey k) { return samples(k, DType::f64, true, nlat_of, nlon_of); },
+    {"vector_sht", [](RandomKey k) { return sht_samples(k, DType::f64, true, nlat_of, nlon_of); },
      [](const V& x) { return V{vector_sht(x[0], sample_spec_by_grid_shape(x[0]))}; }},
-    {"ivector_sht", [](RandomKey k) { return samples(k, DType::c128, true, lmax_of, mmax_of); },
+    {"ivector_sht", [](RandomKey k) { return sht_samples(k, DType::c128, true, lmax_of, mmax_of); },
      [](const V& x) { return V{ivector_sht(x[0], sample_spec_by_coeff_shape(x[0]))}; }},
-    {"vorticity_divergence", [](RandomKey k) { return samples(k, DType::f64, true, nlat_of, nlon_of); },
+    {"vorticity_divergence", [](RandomKey k) { return sht_samples(k, DType::f64, true, nlat_of, nlon_of); },
      [](const V& x) { return V{vorticity_divergence(x[0], sample_spec_by_grid_shape(x[0]), 2.0)}; }},
-    {"winds_from_vorticity_divergence", [](RandomKey k) { return samples(k, DType::c128, true, lmax_of, mmax_of); },
+    {"winds_from_vorticity_divergence", [](RandomKey k) { return sht_samples(k, DType::c128, true, lmax_of, mmax_of); },
      [](const V& x) { return V{winds_from_vorticity_divergence(x[0], sample_spec_by_coeff_shape(x[0]), 2.0)}; }},
-    {"spectral_laplacian", [](RandomKey k) { return samples(k, DType::c128, false, lmax_of, mmax_of); },
+    {"spectral_laplacian", [](RandomKey k) { return sht_samples(k, DType::c128, false, lmax_of, mmax_of); },
      [](const V& x) { return V{spectral_laplacian(x[0], 2.0)}; }},
-    {"inverse_spectral_laplacian", [](RandomKey k) { return samples(k, DType::c128, false, lmax_of, mmax_of); },
+    {"inverse_spectral_laplacian", [](RandomKey k) { return sht_samples(k, DType::c128, false, lmax_of, mmax_of); },
      [](const V& x) { return V{inverse_spectral_laplacian(x[0], 2.0)}; }},
-    {"spectral_gradient", [](RandomKey k) { return samples(k, DType::c128, false, lmax_of, mmax_of); },
+    {"spectral_gradient", [](RandomKey k) { return sht_samples(k, DType::c128, false, lmax_of, mmax_of); },
      [](const V& x) { return V{spectral_gradient(x[0], sample_spec_by_coeff_shape(x[0]), 2.0)}; }},
 };
 

@@ -24,23 +24,18 @@
 #include "ops/sphere/sht.h"
 #include "ops/sphere/spectral_conv.h"
 #include "ops/view.h"
+#include "tests/tensor_test_util.h"
 #include "tests/test_util.h"
 
 using namespace gs;
 using namespace gs::models;
 using gs_test::contains;
 using gs_test::error_of;
+using gs_test::max_abs_diff;
+using gs_test::values_f64;
 
 namespace {
 
-std::vector<double> vals(const Tensor& t) { return cast_copy(t, DType::f64).to_vector<double>(); }
-double max_diff(const Tensor& a, const Tensor& b) {
-  auto va = vals(a), vb = vals(b);
-  REQUIRE(va.size() == vb.size());
-  double m = 0;
-  for (size_t i = 0; i < va.size(); ++i) m = std::max(m, std::abs(va[i] - vb[i]));
-  return m;
-}
 
 NoiseSfnoOptions tiny(DType dtype = DType::f64) {
   NoiseSfnoOptions o;
@@ -167,7 +162,7 @@ TEST_CASE("NoiseConditionedSFNO: the spectral weight layout (groups, lmax, Cout,
     sd["conditional_model.blocks.0.filter.filter.weight"] = w;
     m.load_state_dict(sd);
   }
-  auto wv = vals(w);
+  auto wv = values_f64(w);
   std::vector<c128> ref(static_cast<size_t>(C * C * L));  // (Cin, Cout, L) for spectral_conv_dh
   for (int64_t l = 0; l < L; ++l)
     for (int64_t oc = 0; oc < C; ++oc)
@@ -181,7 +176,7 @@ TEST_CASE("NoiseConditionedSFNO: the spectral weight layout (groups, lmax, Cout,
   Tensor f = sphere::isht(sphere::spectral_conv_dh(sphere::sht(n, spec), from_vector(ref, {C, C, L})), spec);
   Tensor expected = add(sphere::layer_norm_channels(gelu(add(f, n))), n);
   NoGradGuard ng;
-  CHECK(max_diff(m.forward(x), expected) < 1e-12);
+  CHECK(max_abs_diff(m.forward(x), expected) < 1e-12);
 
   SUBCASE("two groups equal one group with the block-diagonal weight") {
     NoiseSfnoOptions o2 = o;
@@ -193,7 +188,7 @@ TEST_CASE("NoiseConditionedSFNO: the spectral weight layout (groups, lmax, Cout,
     StateDict sd = g2.state_dict();
     for (const char* blk : {"0", "1"}) {
       const std::string key = std::string("conditional_model.blocks.") + blk + ".filter.filter.weight";
-      auto v2 = vals(sd.at(key));  // (2, L, 2, 2, 2)
+      auto v2 = values_f64(sd.at(key));  // (2, L, 2, 2, 2)
       std::vector<double> v1(static_cast<size_t>(L * 4 * 4 * 2), 0.0);
       for (int64_t g = 0; g < 2; ++g)
         for (int64_t l = 0; l < L; ++l)
@@ -207,7 +202,7 @@ TEST_CASE("NoiseConditionedSFNO: the spectral weight layout (groups, lmax, Cout,
     g1.load_state_dict(sd);
     Tensor x4 = randn({1, 4, 6, 12}, {7, 7}, DType::f64);
     Tensor noise = g1.make_noise(1, {1, 1});
-    CHECK(max_diff(g1.forward_with_noise(x4, noise), g2.forward_with_noise(x4, noise)) < 1e-12);
+    CHECK(max_abs_diff(g1.forward_with_noise(x4, noise), g2.forward_with_noise(x4, noise)) < 1e-12);
   }
 }
 
@@ -218,16 +213,16 @@ TEST_CASE("NoiseConditionedSFNO: noise is keyed, and conditions the output") {
   ForwardContext k1, k2;
   k1.noise_key = {10, 1}, k2.noise_key = {10, 2};
   // Fresh conditional norms are zero: the noise has no effect yet (ACE's reset_parameters).
-  CHECK(max_diff(m.forward(x, k1), m.forward(x, k2)) == 0.0);
+  CHECK(max_abs_diff(m.forward(x, k1), m.forward(x, k2)) == 0.0);
   randomize(m, 4);
   Tensor y1 = m.forward(x, k1);
-  CHECK(max_diff(m.forward(x, k1), y1) == 0.0);  // same key, same noise, same output
-  CHECK(max_diff(m.forward(x, k2), y1) > 1e-3);
-  CHECK(max_diff(m.forward_with_noise(x, m.make_noise(2, k1.noise_key)), y1) == 0.0);
+  CHECK(max_abs_diff(m.forward(x, k1), y1) == 0.0);  // same key, same noise, same output
+  CHECK(max_abs_diff(m.forward(x, k2), y1) > 1e-3);
+  CHECK(max_abs_diff(m.forward_with_noise(x, m.make_noise(2, k1.noise_key)), y1) == 0.0);
   // Each batch entry draws its own noise: identical inputs give different outputs.
   Tensor xx = cat({slice(x, 0, 0, 1), slice(x, 0, 0, 1)}, 0);
   Tensor yy = m.forward(xx, k1);
-  CHECK(max_diff(slice(yy, 0, 0, 1), slice(yy, 0, 1, 2)) > 1e-3);
+  CHECK(max_abs_diff(slice(yy, 0, 0, 1), slice(yy, 0, 1, 2)) > 1e-3);
 }
 
 TEST_CASE("NoiseConditionedSFNO: noise statistics (gaussian, isotropic)") {
@@ -239,7 +234,7 @@ TEST_CASE("NoiseConditionedSFNO: noise statistics (gaussian, isotropic)") {
     Tensor z = m.make_noise(8, {77, 3});
     CHECK(z.sizes() == Shape{8, 16, 24, 48});
     CHECK(!z.requires_grad());
-    auto v = vals(z);
+    auto v = values_f64(z);
     double s = 0, s2 = 0;
     for (double a : v) s += a, s2 += a * a;
     const double n = static_cast<double>(v.size()), mu = s / n, var = s2 / n - mu * mu;
@@ -248,7 +243,7 @@ TEST_CASE("NoiseConditionedSFNO: noise statistics (gaussian, isotropic)") {
     if (std::string(kind) == "isotropic") {
       // Band-limited to the data transform: the SHT round trip reproduces it.
       const auto& spec = m.data_spec();
-      CHECK(max_diff(sphere::isht(sphere::sht(z, spec), spec), z) < 1e-4);
+      CHECK(max_abs_diff(sphere::isht(sphere::sht(z, spec), spec), z) < 1e-4);
     }
   }
 }
@@ -262,7 +257,7 @@ TEST_CASE("NoiseConditionedSFNO: labels and the context position embedding condi
   ForwardContext a, b;
   a.labels = from_vector(std::vector<float>{1, 0}, {1, 2});
   b.labels = from_vector(std::vector<float>{0, 1}, {1, 2});
-  CHECK(max_diff(m.forward(x, a), m.forward(x, b)) > 1e-3);
+  CHECK(max_abs_diff(m.forward(x, a), m.forward(x, b)) > 1e-3);
   CHECK(contains(error_of([&] { m.forward(x); }), "expected labels (B, n_labels) = (1, 2)"));
   ForwardContext wrong;
   wrong.labels = zeros({1, 3});
@@ -327,15 +322,15 @@ TEST_CASE("NoiseConditionedSFNO: forward shapes, train / eval, state dict round 
   CHECK(y.sizes() == Shape{3, 5, 8, 16});
   m.eval();
   CHECK(!m.is_training());
-  CHECK(max_diff(m.forward(x, ctx), y) == 0.0);  // eval still draws noise: ACE's ensembles need it
+  CHECK(max_abs_diff(m.forward(x, ctx), y) == 0.0);  // eval still draws noise: ACE's ensembles need it
   m.train();
 
   NoiseSfnoOptions o2 = o;
   o2.seed = 99;
   NoiseConditionedSFNO m2(o2);
-  CHECK(max_diff(m2.forward(x, ctx), y) > 1e-4);
+  CHECK(max_abs_diff(m2.forward(x, ctx), y) > 1e-4);
   m2.load_state_dict(m.state_dict());
-  CHECK(max_diff(m2.forward(x, ctx), y) == 0.0);
+  CHECK(max_abs_diff(m2.forward(x, ctx), y) == 0.0);
 
   SUBCASE("an equiangular data grid within its quadrature's truncation") {
     NoiseSfnoOptions e = tiny(DType::f32);

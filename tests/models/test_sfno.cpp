@@ -24,12 +24,15 @@
 #include "ops/linalg.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
+#include "tests/tensor_test_util.h"
 #include "tests/test_util.h"
 
 using namespace gs;
 using namespace gs::models;
 using gs_test::contains;
 using gs_test::error_of;
+using gs_test::max_abs_diff;
+using gs_test::values_f64;
 
 namespace {
 
@@ -39,18 +42,10 @@ std::map<std::string, Shape> shapes_of(const Module& m) {
   return out;
 }
 
-std::vector<double> values(const Tensor& t) { return cast_copy(t, DType::f64).to_vector<double>(); }
 
 double max_abs(const Tensor& t) {
   double m = 0;
-  for (double v : values(t)) m = std::max(m, std::abs(v));
-  return m;
-}
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  auto va = values(a), vb = values(b);
-  REQUIRE(va.size() == vb.size());
-  double m = 0;
-  for (size_t i = 0; i < va.size(); ++i) m = std::max(m, std::abs(va[i] - vb[i]));
+  for (double v : values_f64(t)) m = std::max(m, std::abs(v));
   return m;
 }
 
@@ -270,7 +265,7 @@ TEST_CASE("SFNO: forward shapes on equiangular and legendre-gauss grids") {
     Tensor y = m.forward(x);
     CHECK(y.sizes() == Shape{2, 5, 33, 64});
     CHECK(y.dtype() == DType::f32);
-    for (double v : values(y)) REQUIRE(std::isfinite(v));
+    for (double v : values_f64(y)) REQUIRE(std::isfinite(v));
   }
   SUBCASE("one layer maps the input grid to itself; residual prediction adds the input") {
     SfnoOptions o = tiny_options(DType::f32);
@@ -346,7 +341,7 @@ TEST_CASE("SFNO: backward reaches every parameter in f32") {
     CAPTURE(p.name);
     REQUIRE(p.tensor.grad().defined());
     CHECK(p.tensor.grad().sizes() == p.tensor.sizes());
-    for (double v : values(is_complex(p.tensor.dtype()) ? abs(p.tensor.grad()) : p.tensor.grad()))
+    for (double v : values_f64(is_complex(p.tensor.dtype()) ? abs(p.tensor.grad()) : p.tensor.grad()))
       REQUIRE(std::isfinite(v));
   }
   // The spectral weight's gradient is not zero (it is the model's only global mixing).
@@ -481,59 +476,4 @@ TEST_CASE("layers: ParameterSubstitution reads substitutes and restores the para
   CHECK(max_abs_diff(m.forward(x), y0) == 0.0);
   CHECK(contains(error_of([&] { ParameterSubstitution s(m, {{"encoder.9.weight", w}}); }), "has no parameter 'encoder.9.weight'"));
   CHECK(contains(error_of([&] { ParameterSubstitution s(m, {{"encoder.0.weight", zeros({1})}}); }), "the substitute is"));
-}
-
-TEST_CASE("layers: gelu_fused equals gs::gelu, forward and backward, and differentiates twice") {
-  // f32 over a wide range (the polynomial erf is accurate to 1.5e-7 absolute), and f64 exactly.
-  std::vector<float> xs;
-  for (int i = -3000; i <= 3000; ++i) xs.push_back(static_cast<float>(i) * 0.005f);
-  for (float big : {-100.f, -30.f, -9.f, 9.f, 30.f, 100.f}) xs.push_back(big);
-  for (DType dt : {DType::f32, DType::f64}) {
-    CAPTURE(dtype_name(dt));
-    const double tol = dt == DType::f32 ? 4e-7 : 1e-15;
-    Tensor a = cast_copy(from_vector(xs, {static_cast<int64_t>(xs.size())}), dt).set_requires_grad();
-    Tensor b = contiguous_copy(a.detach(), true).set_requires_grad();
-    Tensor ya = gelu_fused(a), yb = gelu(b);
-    const auto va = values(ya), vb = values(yb);
-    for (size_t i = 0; i < va.size(); ++i) REQUIRE(std::abs(va[i] - vb[i]) <= tol * std::max(1.0, std::abs(vb[i])));
-    Tensor g = randn(a.sizes(), {3, 3}, dt);
-    ya.backward(g);
-    yb.backward(g);
-    const auto ga = values(a.grad()), gb = values(b.grad());
-    for (size_t i = 0; i < ga.size(); ++i) REQUIRE(std::abs(ga[i] - gb[i]) <= 2 * tol * std::max(1.0, std::abs(gb[i])));
-  }
-  Tensor x = randn({3, 5}, {4, 4}, DType::f64).set_requires_grad();
-  auto f = [](const std::vector<Tensor>& v) { return std::vector<Tensor>{gelu_fused(v[0])}; };
-  CHECK(gradcheck(f, {x}).ok);
-  GradcheckReport gg = gradgradcheck(f, {x});
-  CAPTURE(gg.failure);
-  CHECK(gg.ok);
-  // With a bias over the channel dim: gelu(x + b), x (B, C, H, W).
-  Tensor x4 = randn({2, 3, 2, 3}, {6, 6}, DType::f64).set_requires_grad();
-  Tensor b = randn({3}, {7, 7}, DType::f64).set_requires_grad();
-  auto fb = [](const std::vector<Tensor>& v) { return std::vector<Tensor>{gelu_fused(v[0], v[1])}; };
-  GradcheckReport rb = gradcheck(fb, {x4, b});
-  CAPTURE(rb.failure);
-  CHECK(rb.ok);
-  GradcheckReport ggb = gradgradcheck(fb, {x4, b});
-  CAPTURE(ggb.failure);
-  CHECK(ggb.ok);
-  for (DType dt : {DType::f32, DType::f64}) {
-    Tensor xa = cast_copy(randn({2, 4, 40, 50}, {8, 8}, DType::f64), dt).set_requires_grad();
-    Tensor ba = cast_copy(randn({4}, {9, 9}, DType::f64), dt).set_requires_grad();
-    Tensor xb = contiguous_copy(xa.detach(), true).set_requires_grad(), bb = contiguous_copy(ba.detach(), true).set_requires_grad();
-    Tensor ya = gelu_fused(xa, ba), yb = gelu(add(xb, reshape(bb, {1, 4, 1, 1})));
-    const double tol = dt == DType::f32 ? 1e-6 : 1e-14;
-    CHECK(max_abs_diff(ya, yb) < tol);
-    Tensor g = cast_copy(randn(ya.sizes(), {1, 9}, DType::f64), dt);
-    ya.backward(g);
-    yb.backward(g);
-    CHECK(max_abs_diff(xa.grad(), xb.grad()) < 2 * tol);
-    CHECK(max_abs_diff(ba.grad(), bb.grad()) < 2000 * tol);  // a sum of 4000 terms
-  }
-  CHECK(contains(error_of([] { gelu_fused(zeros({2, 3, 4}), zeros({4})); }), "expected a bias (3) of dtype f32"));
-  // A non-contiguous input, large enough for the parallel path.
-  Tensor t = transpose(randn({300, 200}, {5, 5}), 0, 1);
-  CHECK(max_abs_diff(gelu_fused(t), gelu(t)) < 4e-7 * 10);
-  CHECK(contains(error_of([] { gelu_fused(zeros({2}, DType::c64)); }), "expected an f32 or f64 tensor"));
 }

@@ -1,18 +1,9 @@
-// SFNO grid-space blocks.
-//   - layer_norm_channels and instance_norm_sphere: one fused normalisation op (statistics, normalise
-//     and per-channel affine in one kernel; backward in one kernel too). Its backward rule runs the
-//     fused backward kernel for a plain backward, and the same formula written with differentiable
-//     ops when a graph of the gradient is asked for (create_graph), so double backward works. The
-//     composite version was ~7x slower than the fused kernels (forward and backward).
-//   - conditional_layer_norm: the fused normalisation, then elementwise ops for the modulation.
-//   - conv1x1, local_conv3x3: GEMMs through gs::matmul; local_conv3x3 is fed by a pole-aware gather
-//     whose backward is the matching scatter-add (and the scatter's backward is the gather again).
-//   - area_weighted_mean / mse: compositions of differentiable ops (reductions over W come first,
-//     so the composite costs little more than one pass).
-#include "ops/sphere/sfno_blocks.h"
-
-#include <omp.h>
-
+// SFNO normalisations: layer_norm_channels and instance_norm_sphere are one fused op (statistics,
+// normalise and per-channel affine in one kernel; backward in one kernel too). Its backward rule
+// runs the fused backward kernel for a plain backward, and the same formula written with
+// differentiable ops when a graph of the gradient is asked for (create_graph), so double backward
+// works. The composite version was ~7x slower than the fused kernels (forward and backward).
+// conditional_layer_norm: the fused normalisation, then elementwise ops for the modulation.
 #include <cmath>
 #include <string>
 
@@ -24,64 +15,14 @@
 #include "ops/linalg.h"
 #include "ops/reduce.h"
 #include "ops/registry.h"
+#include "ops/sphere/sfno_block_common.h"
+#include "ops/sphere/sfno_blocks.h"
 #include "ops/view.h"
 
 namespace gs::sphere {
+using namespace detail;
+using V = std::vector<Tensor>;
 namespace {
-
-// ---- checks
-
-std::string describe(const Tensor& t) { return t.defined() ? t.meta_str() : "an undefined tensor"; }
-
-// x must be a real (B, C, H, W) field on the CPU.
-void check_field(const Tensor& x, const char* op, const char* what = "x (B, C, H, W)") {
-  GS_CHECK(x.defined(), "{}: {} is an undefined tensor", op, what);
-  GS_CHECK(is_floating(x.dtype()) && x.dim() == 4, "{}: expected {} as an f32 or f64 tensor of 4 dims, got {}", op,
-           what, x.meta_str());
-  kernels::check_cpu(x, op);
-}
-
-void check_eps(double eps, const char* op) {
-  GS_CHECK(std::isfinite(eps) && eps >= 0.0, "{}: expected a finite eps >= 0, got {}", op, eps);
-}
-
-// An optional per-channel parameter (C) with x's dtype; undefined stays undefined.
-Tensor channel_param(const Tensor& p, const Tensor& x, const char* op, const char* what) {
-  if (!p.defined()) return p;
-  const int64_t C = x.size(1);
-  GS_CHECK(p.dim() == 1 && p.size(0) == C, "{}: expected {} of shape {} for x {} with {} channels, got {}", op, what,
-           shape_str({C}), shape_str(x.sizes()), C, p.meta_str());
-  GS_CHECK(p.dtype() == x.dtype(), "{}: expected {} with x's dtype {}, got {}", op, what, dtype_name(x.dtype()),
-           p.meta_str());
-  kernels::check_same_device(x, p, op);
-  return p;
-}
-
-// Checks per-row weights (H) for a field (..., H, W); returns their values (f64).
-std::vector<double> check_row_weights(const Tensor& a, const Tensor& x, const char* op, const char* what) {
-  GS_CHECK(a.defined(), "{}: {} is an undefined tensor", op, what);
-  const int64_t H = x.size(-2);
-  GS_CHECK(a.dim() == 1 && a.size(0) == H, "{}: expected {} of shape {}, one per latitude row of x {}, got {}", op,
-           what, shape_str({H}), shape_str(x.sizes()), a.meta_str());
-  GS_CHECK(a.dtype() == x.dtype(), "{}: expected {} with x's dtype {}, got {}", op, what, dtype_name(x.dtype()),
-           a.meta_str());
-  kernels::check_same_device(x, a, op);
-  std::vector<double> v = cast_copy(a, DType::f64).to_vector<double>();
-  double total = 0.0;
-  for (double e : v) {
-    GS_CHECK(e >= 0.0 && std::isfinite(e), "{}: expected {} to be finite and non-negative, got a value {}", op, what, e);
-    total += e;
-  }
-  GS_CHECK(total > 0.0, "{}: expected {} with a positive sum, got all zeros", op, what);
-  return v;
-}
-
-// Per-row weights (H) for a field (..., H, W): checked, normalised to sum to 1 (with differentiable
-// ops, so weights that require grad get one), shaped (H, 1).
-Tensor row_weights(const Tensor& a, const Tensor& x, const char* op, const char* what) {
-  check_row_weights(a, x, op, what);
-  return reshape(div(a, sum(a)), {x.size(-2), 1});
-}
 
 // ---- the fused normalisation: y = (x - mean) / sqrt(var + eps) * weight[c] + bias[c]
 //
@@ -105,15 +46,6 @@ struct NormPlan {
 // Pixels per task in the channel-axis kernels: their running statistics stay in L1.
 constexpr int64_t kPixelChunk = 256;
 
-template <typename F>
-void parallel_tasks(int64_t n, int64_t work, F&& f) {
-  if (n > 1 && work >= kernels::kParallelGrain && omp_get_max_threads() > 1 && !omp_in_parallel()) {
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < n; ++t) f(t);
-  } else {
-    for (int64_t t = 0; t < n; ++t) f(t);
-  }
-}
 
 // Forward. x, y (B, C, H, W) contiguous; weight / bias (C) or null; mean, rstd (f64): channels
 // (B, H*W), grid (B, C).
@@ -338,113 +270,7 @@ NormPlan plan_for(const Tensor& x, NormAxis axis, double eps, const char* name) 
   return {axis, x.size(0), x.size(1), x.size(2), x.size(3), eps, {}, name};
 }
 
-// ---- the pole-aware neighbourhood gather and its adjoint
-
-constexpr int64_t kTaps = 9;  // 3x3
-
-// Where row h of tap k = dh*3 + dw reads from: a source row, and the source column of w = 0 (the
-// rest of the row follows cyclically). One entry per (tap, row).
-struct RowSource {
-  int64_t row, col0;
-};
-
-std::vector<RowSource> row_sources(int64_t H, int64_t W) {
-  std::vector<RowSource> src(static_cast<size_t>(kTaps * H));
-  for (int64_t k = 0; k < kTaps; ++k)
-    for (int64_t h = 0; h < H; ++h) {
-      GridPoint p = sphere_neighbour_index(h, 0, k / 3, k % 3, H, W, 3);
-      src[static_cast<size_t>(k * H + h)] = {p.row, p.col};
-    }
-  return src;
-}
-
-void check_even_lon(const Tensor& x, const char* op) {
-  GS_CHECK(x.size(3) % 2 == 0 && x.size(2) >= 1,
-           "{}: expected an even number of longitudes (across a pole the neighbour row is rotated by W/2) and at "
-           "least one latitude, got x {} with W = {}",
-           op, shape_str(x.sizes()), x.size(3));
-}
-
-Tensor neighbours_scatter(const Tensor& g, const Shape& x_sizes);
-
-// x (B, C, H, W) -> (B, C, 3, 3, H, W): each output row is a source row rotated by col0 (two copies).
-Tensor neighbours_gather(const Tensor& x) {
-  const int64_t B = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), HW = H * W;
-  Tensor out = empty({B, C, 3, 3, H, W}, x.dtype(), x.device());
-  if (out.numel() > 0) {
-    const std::vector<RowSource> src = row_sources(H, W);
-    Tensor xc = contiguous_copy(x);
-    dispatch_float_complex(x.dtype(), "sphere_neighbours3x3", [&]<typename T>() {
-      const T* px = xc.data<T>();
-      T* po = out.data<T>();
-      parallel_tasks(B * C, out.numel(), [&](int64_t p) {
-        for (int64_t j = 0; j < kTaps * H; ++j) {
-          const T* s = px + p * HW + src[j].row * W;
-          T* d = po + p * kTaps * HW + j * W;
-          const int64_t c0 = src[j].col0;
-          std::copy(s + c0, s + W, d);
-          std::copy(s, s + c0, d + (W - c0));
-        }
-      });
-    });
-  }
-  if (should_record({x})) {
-    Shape xs = x.sizes();
-    record_op("sphere_neighbours3x3", {x}, {&out}, {}, {}, [xs](BackwardContext&, const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{neighbours_scatter(g[0], xs)};
-    });
-  }
-  return out;
-}
-
-// The adjoint: g (B, C, 3, 3, H, W) -> (B, C, H, W), each tap's row added back onto the row it read.
-Tensor neighbours_scatter(const Tensor& g, const Shape& x_sizes) {
-  const int64_t B = x_sizes[0], C = x_sizes[1], H = x_sizes[2], W = x_sizes[3], HW = H * W;
-  GS_CHECK(g.sizes() == Shape({B, C, 3, 3, H, W}), "sphere_neighbours3x3 backward: expected a gradient {}, got {}",
-           shape_str({B, C, 3, 3, H, W}), g.meta_str());
-  Tensor out = zeros(x_sizes, g.dtype(), g.device());
-  if (out.numel() > 0) {
-    const std::vector<RowSource> src = row_sources(H, W);
-    Tensor gc = contiguous_copy(g);
-    dispatch_float_complex(g.dtype(), "sphere_neighbours3x3_backward", [&]<typename T>() {
-      const T* pg = gc.data<T>();
-      T* po = out.data<T>();
-      // One plane per task: every tap of a plane lands in that plane, so tasks never collide.
-      parallel_tasks(B * C, g.numel(), [&](int64_t p) {
-        for (int64_t j = 0; j < kTaps * H; ++j) {
-          const T* s = pg + p * kTaps * HW + j * W;
-          T* d = po + p * HW + src[j].row * W;
-          const int64_t c0 = src[j].col0, n1 = W - c0;
-          for (int64_t w = 0; w < n1; ++w) d[c0 + w] += s[w];
-          for (int64_t w = 0; w < c0; ++w) d[w] += s[n1 + w];
-        }
-      });
-    });
-  }
-  if (should_record({g}))
-    record_op("sphere_neighbours3x3_backward", {g}, {&out}, {}, {}, [](BackwardContext&, const std::vector<Tensor>& gg) {
-      return std::vector<Tensor>{neighbours_gather(gg[0])};
-    });
-  return out;
-}
-
 }  // namespace
-
-GridPoint sphere_neighbour_index(int64_t h, int64_t w, int64_t dh, int64_t dw, int64_t H, int64_t W, int64_t k) {
-  GS_CHECK(k >= 1 && k % 2 == 1 && dh >= 0 && dh < k && dw >= 0 && dw < k && h >= 0 && h < H && w >= 0 && w < W,
-           "sphere_neighbour_index: expected an odd k, 0 <= dh, dw < k and (h, w) on the {}x{} grid, got k = {}, "
-           "(dh, dw) = ({}, {}), (h, w) = ({}, {})",
-           H, W, k, dh, dw, h, w);
-  GS_CHECK(W % 2 == 0, "sphere_neighbour_index: expected an even number of longitudes W, got {}", W);
-  const int64_t half = k / 2;
-  int64_t r = h + dh - half, c = w + dw - half;
-  GS_CHECK(r >= -H && r < 2 * H, "sphere_neighbour_index: a {}x{} stencil reaches past both poles of a grid of {} rows",
-           k, k, H);
-  if (r < 0) r = -1 - r, c += W / 2;                 // over the north pole
-  else if (r >= H) r = 2 * H - 1 - r, c += W / 2;    // over the south pole
-  c = ((c % W) + W) % W;
-  return {r, c};
-}
 
 Tensor layer_norm_channels(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   const char* op = "layer_norm_channels";
@@ -486,7 +312,7 @@ Tensor conditional_layer_norm(const Tensor& x, const Tensor& scale, const Tensor
     const int64_t B = x.size(0), C = x.size(1);
     GS_CHECK((t.dim() == 2 && t.size(0) == B && t.size(1) == C) || (t.dim() == 4 && t.sizes() == x.sizes()),
              "{}: expected {} of shape ({}, {}) (B, C) or {} (B, C, H, W) for x {}, got {}", op, what, B, C,
-             shape_str(x.sizes()), shape_str(x.sizes()), describe(t));
+             shape_str(x.sizes()), shape_str(x.sizes()), t.meta_str());
     GS_CHECK(t.dtype() == x.dtype(), "{}: expected {} with x's dtype {}, got {}", op, what, dtype_name(x.dtype()),
              t.meta_str());
     kernels::check_same_device(x, t, op);
@@ -497,94 +323,7 @@ Tensor conditional_layer_norm(const Tensor& x, const Tensor& scale, const Tensor
   return add(mul(xhat, add(s, 1.0)), b);  // xhat * (1 + scale) + bias
 }
 
-Tensor conv1x1(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  const char* op = "conv1x1";
-  check_field(x, op);
-  const int64_t B = x.size(0), Cin = x.size(1), H = x.size(2), W = x.size(3);
-  GS_CHECK(weight.defined() && weight.dim() == 2 && weight.size(1) == Cin,
-           "{}: expected a weight (Cout, Cin) = (Cout, {}) for x {}, got {}", op, Cin, shape_str(x.sizes()),
-           describe(weight));
-  GS_CHECK(weight.dtype() == x.dtype(), "{}: expected the weight with x's dtype {}, got {}", op, dtype_name(x.dtype()),
-           weight.meta_str());
-  const int64_t Cout = weight.size(0);
-  if (bias.defined())
-    GS_CHECK(bias.dim() == 1 && bias.size(0) == Cout && bias.dtype() == x.dtype(),
-             "{}: expected a bias {} of dtype {} for a weight {}, got {}", op, shape_str({Cout}), dtype_name(x.dtype()),
-             shape_str(weight.sizes()), bias.meta_str());
-  Tensor y = reshape(matmul(weight, reshape(x, {B, Cin, H * W})), {B, Cout, H, W});  // (Cout, Cin) @ (B, Cin, HW)
-  return bias.defined() ? add(y, reshape(bias, {Cout, 1, 1})) : y;
-}
-
-Tensor sphere_neighbours3x3(const Tensor& x) {
-  check_field(x, "sphere_neighbours3x3");
-  check_even_lon(x, "sphere_neighbours3x3");
-  return neighbours_gather(x);
-}
-
-Tensor local_conv3x3(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  const char* op = "local_conv3x3";
-  check_field(x, op);
-  check_even_lon(x, op);
-  const int64_t B = x.size(0), Cin = x.size(1), H = x.size(2), W = x.size(3);
-  GS_CHECK(weight.defined() && weight.dim() == 4 && weight.size(1) == Cin && weight.size(2) == 3 && weight.size(3) == 3,
-           "{}: expected a weight (Cout, Cin, 3, 3) = (Cout, {}, 3, 3) for x {}, got {}", op, Cin, shape_str(x.sizes()),
-           describe(weight));
-  GS_CHECK(weight.dtype() == x.dtype(), "{}: expected the weight with x's dtype {}, got {}", op, dtype_name(x.dtype()),
-           weight.meta_str());
-  const int64_t Cout = weight.size(0);
-  if (bias.defined())
-    GS_CHECK(bias.dim() == 1 && bias.size(0) == Cout && bias.dtype() == x.dtype(),
-             "{}: expected a bias {} of dtype {} for a weight {}, got {}", op, shape_str({Cout}), dtype_name(x.dtype()),
-             shape_str(weight.sizes()), bias.meta_str());
-  Tensor cols = reshape(neighbours_gather(x), {B, Cin * kTaps, H * W});               // (B, Cin*9, HW)
-  Tensor y = reshape(matmul(reshape(weight, {Cout, Cin * kTaps}), cols), {B, Cout, H, W});
-  return bias.defined() ? add(y, reshape(bias, {Cout, 1, 1})) : y;
-}
-
-Tensor area_weighted_mean(const Tensor& x, const Tensor& area_weights) {
-  const char* op = "area_weighted_mean";
-  GS_CHECK(x.defined() && x.dim() >= 2 && is_floating(x.dtype()),
-           "{}: expected x (..., H, W) of f32 or f64 with at least 2 dims, got {}", op, describe(x));
-  kernels::check_cpu(x, op);
-  Tensor a = row_weights(area_weights, x, op, "the area weights (H)");  // (H, 1)
-  return sum(mul(mean(x, {-1}, true), a), {-2, -1});
-}
-
-Tensor area_weighted_mean(const Tensor& x, const std::vector<double>& area_weights) {
-  GS_CHECK(x.defined(), "area_weighted_mean: x is an undefined tensor");
-  return area_weighted_mean(x, to(from_vector(area_weights), x.dtype()));
-}
-
-Tensor area_weighted_mse(const Tensor& pred, const Tensor& target, const Tensor& area_weights) {
-  const char* op = "area_weighted_mse";
-  GS_CHECK(pred.defined() && target.defined(), "{}: pred and target must be defined, got {} and {}", op, describe(pred),
-           describe(target));
-  GS_CHECK(pred.sizes() == target.sizes(), "{}: expected target with pred's shape {}, got {}", op,
-           shape_str(pred.sizes()), shape_str(target.sizes()));
-  GS_CHECK(pred.dtype() == target.dtype(), "{}: expected target with pred's dtype {}, got {}", op,
-           dtype_name(pred.dtype()), target.meta_str());
-  Tensor d = sub(pred, target);
-  return mean(area_weighted_mean(mul(d, d), area_weights));
-}
-
-Tensor area_weighted_mse(const Tensor& pred, const Tensor& target, const std::vector<double>& area_weights) {
-  GS_CHECK(pred.defined(), "area_weighted_mse: pred is an undefined tensor");
-  return area_weighted_mse(pred, target, to(from_vector(area_weights), pred.dtype()));
-}
-
 namespace {
-
-using V = std::vector<Tensor>;
-RandomKey sub_key(RandomKey k, uint64_t s) { return {k.seed, k.stream * 100 + s}; }
-
-// Positive weights for the row-weighted ops (constants: no grad).
-Tensor positive_rows(int64_t H, RandomKey k) {
-  Tensor t = rand({H}, k, DType::f64);
-  double* p = t.data<double>();
-  for (int64_t i = 0; i < H; ++i) p[i] = 0.25 + p[i];
-  return t;
-}
-
 const OpRegistrar registrar{
     {"layer_norm_channels",
      [](RandomKey k) {
@@ -609,36 +348,6 @@ const OpRegistrar registrar{
                                             sample_leaf({2, 3, 2, 2}, sub_key(k, 6))}}};
      },
      [](const V& x) { return V{conditional_layer_norm(x[0], x[1], x[2], 1e-5)}; }},
-    {"conv1x1",
-     [](RandomKey k) {
-       return std::vector<OpSample>{
-           {"bias", {sample_leaf({2, 3, 2, 3}, sub_key(k, 1)), sample_leaf({2, 3}, sub_key(k, 2)), sample_leaf({2}, sub_key(k, 3))}},
-           {"no bias, non-contiguous", {sample_leaf_transposed({2, 3, 3, 2}, sub_key(k, 4)), sample_leaf({2, 3}, sub_key(k, 5))}}};
-     },
-     [](const V& x) { return V{conv1x1(x[0], x[1], x.size() > 2 ? x[2] : Tensor())}; }},
-    {"local_conv3x3",
-     [](RandomKey k) {
-       return std::vector<OpSample>{
-           {"bias", {sample_leaf({2, 2, 3, 4}, sub_key(k, 1)), sample_leaf({2, 2, 3, 3}, sub_key(k, 2)), sample_leaf({2}, sub_key(k, 3))}},
-           {"one row, no bias", {sample_leaf({1, 1, 1, 2}, sub_key(k, 4)), sample_leaf({2, 1, 3, 3}, sub_key(k, 5))}}};
-     },
-     [](const V& x) { return V{local_conv3x3(x[0], x[1], x.size() > 2 ? x[2] : Tensor())}; }},
-    {"sphere_neighbours3x3",
-     [](RandomKey k) { return std::vector<OpSample>{{"3x4 grid", {sample_leaf({1, 2, 3, 4}, sub_key(k, 1))}}}; },
-     [](const V& x) { return V{sphere_neighbours3x3(x[0])}; }},
-    {"area_weighted_mean",
-     [](RandomKey k) {
-       return std::vector<OpSample>{{"(B, C, H, W)", {sample_leaf({2, 2, 3, 4}, sub_key(k, 1)), positive_rows(3, sub_key(k, 2))}},
-                                    {"2-D, weights with grad", {sample_leaf({3, 2}, sub_key(k, 3)), sample_leaf_in({3}, sub_key(k, 4), 0.5, 1.5)}}};
-     },
-     [](const V& x) { return V{area_weighted_mean(x[0], x[1])}; }},
-    {"area_weighted_mse",
-     [](RandomKey k) {
-       return std::vector<OpSample>{{"(B, C, H, W)", {sample_leaf({2, 2, 3, 2}, sub_key(k, 1)), sample_leaf({2, 2, 3, 2}, sub_key(k, 2)),
-                                                     positive_rows(3, sub_key(k, 3))}}};
-     },
-     [](const V& x) { return V{area_weighted_mse(x[0], x[1], x[2])}; }},
 };
-
 }  // namespace
 }  // namespace gs::sphere

@@ -1,0 +1,209 @@
+// Building and caching the recurrence plans, and the path rule (legendre_recurrence_plan.h). The
+// seeds Pbar_m^m and the coefficients are those of ops/sphere/legendre.cpp (same formulas, same
+// scaled diagonal), so the on-the-fly path agrees with the tables to rounding.
+#include "ops/sphere/legendre_recurrence_plan.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <numbers>
+
+#include "engine/error.h"
+#include "ops/sphere/grids.h"
+#include "ops/sphere/legendre.h"
+
+namespace gs::sphere {
+namespace {
+
+using Scaled = detail::ScaledValue;
+using detail::advance_diagonal;
+using detail::kFoldExponent;
+
+std::atomic<LegendrePath> g_path{LegendrePath::automatic};
+
+double seed_00(const LegendreTableKey& key) {
+  return detail::seed_00(key.norm, key.kind == LegendreTableKind::synthesis);
+}
+
+double row_factor(const LegendreTableKey& key, int64_t m, int64_t l) {
+  return detail::row_factor(key.norm, key.csphase, key.kind == LegendreTableKind::synthesis, m, l);
+}
+
+// Scaled march of one (order, row) from its diagonal value. Returns log2 of the largest
+// |factor * Pbar_l^m| over l < lmax; with `start`, stops at the first degree where the value is back
+// in range and reports it in *start (l = lmax if it never is).
+double march(const RecurrencePlan& p, int64_t m, double x, Scaled d, RecurrencePlan::ScaledStart* start) {
+  const int64_t lmax = p.key.lmax;
+  double pc = d.mant, pp = 0;
+  int scale = d.exp;
+  double best = -std::numeric_limits<double>::infinity();
+  auto note = [&](int64_t l) {
+    if (pc != 0) best = std::max(best, std::log2(std::abs(pc * p.f(m, l))) + scale);
+  };
+  note(m);
+  const double* ab = p.ab.data() + p.ab_offset[static_cast<size_t>(m)];
+  for (int64_t l = m + 1; l < lmax; ++l, ab += 2) {
+    const double next = ab[0] * x * pc - ab[1] * pp;
+    pp = pc;
+    pc = next;
+    int e = 0;
+    std::frexp(std::max(std::abs(pc), std::abs(pp)), &e);
+    pc = std::ldexp(pc, -e);
+    pp = std::ldexp(pp, -e);
+    scale += e;
+    note(l);
+    if (start && scale >= kFoldExponent) {
+      *start = {0, l, std::ldexp(pp, scale), std::ldexp(pc, scale)};
+      return best;
+    }
+  }
+  if (start) start->l = lmax;
+  return best;
+}
+
+std::shared_ptr<const RecurrencePlan> build_plan(const LegendreTableKey& key) {
+  GS_CHECK(is_floating(key.dtype), "Legendre recurrence: expected dtype f32 or f64, got {}", dtype_name(key.dtype));
+  GS_CHECK(key.nlat >= 1 && key.mmax >= 1 && key.mmax <= key.lmax,
+           "Legendre recurrence: expected nlat >= 1 and 1 <= mmax <= lmax, got {}", key.str());
+  auto p = std::make_shared<RecurrencePlan>();
+  p->key = key;
+  const int64_t lmax = key.lmax, mmax = key.mmax;
+  p->n_even = (key.nlat + 1) / 2;
+  p->n_odd = key.nlat / 2;
+  const auto ne = static_cast<size_t>(p->n_even);
+  const Quadrature q = make_quadrature(key.grid, key.nlat);
+  p->x.assign(q.cos_theta.begin(), q.cos_theta.begin() + p->n_even);
+  p->weight.assign(ne, 1.0);
+  if (key.kind == LegendreTableKind::analysis) p->weight.assign(q.weights.begin(), q.weights.begin() + p->n_even);
+
+  p->factor.resize(static_cast<size_t>(mmax * lmax));
+  double min_factor = std::numeric_limits<double>::infinity();
+  for (int64_t m = 0; m < mmax; ++m)
+    for (int64_t l = 0; l < lmax; ++l) {
+      p->factor[static_cast<size_t>(m * lmax + l)] = row_factor(key, m, l);
+      min_factor = std::min(min_factor, std::abs(row_factor(key, m, l)));
+    }
+  p->ab_offset.resize(static_cast<size_t>(mmax));
+  for (int64_t m = 0; m < mmax; ++m) {
+    p->ab_offset[static_cast<size_t>(m)] = p->ab.size();
+    const double md = static_cast<double>(m);
+    for (int64_t l = m + 1; l < lmax; ++l) {
+      const double ld = static_cast<double>(l);
+      p->ab.push_back(std::sqrt((2.0 * ld - 1.0) * (2.0 * ld + 1.0) / ((ld - md) * (ld + md))));
+      p->ab.push_back(l - m < 2 ? 0.0
+                                : std::sqrt((ld + md - 1.0) * (ld - md - 1.0) * (2.0 * ld + 1.0) /
+                                            ((ld - md) * (ld + md) * (2.0 * ld - 3.0))));
+    }
+  }
+
+  for (int64_t m = 0; m < mmax; ++m) {
+    double s_prev = 1, s_cur = 1;  // s_{l-2}, s_{l-1}
+    p->out_factor.push_back(p->f(m, m));
+    const double* ab = p->ab.data() + p->ab_offset[static_cast<size_t>(m)];
+    for (int64_t l = m + 1; l < lmax; ++l, ab += 2) {
+      const double s_l = l - m < 2 ? 1.0 : ab[1] * s_prev;
+      p->alpha.push_back(ab[0] * s_cur / s_l);
+      p->out_factor.push_back(p->f(m, l) * s_l);
+      s_prev = s_cur;
+      s_cur = s_l;
+    }
+  }
+
+  // The scaled diagonal of every (order, row), marched across m as legendre.cpp does.
+  std::vector<Scaled> diag(static_cast<size_t>(mmax) * ne);
+  for (size_t j = 0; j < ne; ++j) {
+    const double s = std::sqrt((1.0 - p->x[j]) * (1.0 + p->x[j]));
+    Scaled v{};
+    v.mant = std::frexp(seed_00(key), &v.exp);
+    for (int64_t m = 0; m < mmax; ++m) {
+      if (m > 0) advance_diagonal(v, m, s);
+      diag[static_cast<size_t>(m) * ne + j] = v;
+    }
+  }
+
+  // A row is kept while some degree exceeds the table's negligible level relative to a lower bound
+  // of the order's largest value: an orthonormal Pbar_l^m has max |Pbar| >= 1/sqrt(4 pi) on [-1, 1]
+  // (its square integrates to 1/(2 pi)); half of it allows for the grid missing the maximum. The
+  // quadrature weight is left out, so this keeps at least the rows the table keeps. The largest
+  // |Pbar| over degrees grows monotonically from the pole outwards in the evanescent region where
+  // the cut falls, so the first kept row is found by bisection.
+  const double log2_threshold =
+      std::log2(LegendreTable::negligible(key.dtype) * 0.5 * seed_00(key) * min_factor);
+  p->first_row.assign(static_cast<size_t>(mmax), 0);
+  p->seed.assign(static_cast<size_t>(mmax) * ne, 0.0);
+  p->scaled.resize(static_cast<size_t>(mmax));
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t m = 0; m < mmax; ++m) {
+    const Scaled* dm = diag.data() + static_cast<size_t>(m) * ne;
+    auto kept = [&](int64_t j) { return march(*p, m, p->x[static_cast<size_t>(j)], dm[j], nullptr) >= log2_threshold; };
+    int64_t lo = 0, hi = p->n_even;  // the first kept row lies in [lo, hi]
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (kept(mid)) hi = mid;
+      else lo = mid + 1;
+    }
+    p->first_row[static_cast<size_t>(m)] = lo;
+    for (int64_t j = lo; j < p->n_even; ++j) {
+      const Scaled d = dm[j];
+      if (d.exp >= kFoldExponent) {
+        p->seed[static_cast<size_t>(m) * ne + static_cast<size_t>(j)] = std::ldexp(d.mant, d.exp);
+        continue;
+      }
+      RecurrencePlan::ScaledStart s{};
+      march(*p, m, p->x[static_cast<size_t>(j)], d, &s);
+      s.j = j;
+      if (s.l < lmax) {  // into the kernels' form Q_l = Pbar_l / s_l
+        const double* of = p->out_factor_of(m);
+        s.p_prev /= of[s.l - 1 - m] / p->f(m, s.l - 1);
+        s.p_cur /= of[s.l - m] / p->f(m, s.l);
+      }
+      if (s.l < lmax) p->scaled[static_cast<size_t>(m)].push_back(s);
+    }
+  }
+  for (const auto& s : p->scaled) p->n_scaled += static_cast<int64_t>(s.size());
+  return p;
+}
+
+}  // namespace
+
+LegendrePath set_legendre_path(LegendrePath path) { return g_path.exchange(path); }
+LegendrePath legendre_path() { return g_path.load(); }
+
+bool use_recurrence(const LegendreTableKey& key, int64_t batch) {
+  switch (legendre_path()) {
+    case LegendrePath::table: return false;
+    case LegendrePath::recurrence: return true;
+    case LegendrePath::automatic: break;
+  }
+  // The measured rule (NOTES.md, "On-the-fly path"). Per field, both paths do work proportional
+  // to the table's entries, but the table kernels also stream the whole table once per call,
+  // shared by the batch; past the caches that traffic decides. The recurrence stays in f64 while
+  // the f32 table kernels run at twice the f64 rate, so f32 tables pay off down to larger shares.
+  const double mb = 1e-6 * static_cast<double>(LegendreTable::estimated_bytes(key));
+  const double per_field = mb / static_cast<double>(std::max<int64_t>(batch, 1));
+  if (key.dtype == DType::f32) return per_field >= 8.0;
+  return per_field >= 2.0 || (mb >= 16.0 && per_field >= 0.25);
+}
+
+std::shared_ptr<const RecurrencePlan> recurrence_plan_cached(const LegendreTableKey& key) {
+  static std::mutex mutex;
+  static auto* plans = new std::map<LegendreTableKey, std::shared_ptr<const RecurrencePlan>>();  // never destroyed
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = plans->find(key);
+  if (it != plans->end()) return it->second;
+  auto plan = build_plan(key);
+  plans->emplace(key, plan);
+  return plan;
+}
+
+int64_t recurrence_first_row(const RecurrencePlan& plan, int64_t m) {
+  return plan.first_row.at(static_cast<size_t>(m));
+}
+int64_t recurrence_scaled_starts(const RecurrencePlan& plan) { return plan.n_scaled; }
+
+}  // namespace gs::sphere

@@ -1,0 +1,71 @@
+// The plan of the on-the-fly Legendre contractions (legendre_recurrence.h): everything the
+// recurrence kernels read for one table key (rows kept per order, seeds, the rescaled recurrence
+// coefficients, scaled starts), and the rule that picks the on-the-fly path. Device-independent:
+// the CPU kernels (legendre_recurrence.cpp) read it, and a CUDA twin can read the same plan.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ops/sphere/legendre_cache.h"
+
+namespace gs::sphere {
+
+struct RecurrencePlan;
+
+// Which kernel the Legendre contractions use. `automatic` applies the measured rule below; the
+// others force one path (tests compare them, benchmarks time each).
+enum class LegendrePath { automatic, table, recurrence };
+
+// Process-wide; returns the previous setting.
+LegendrePath set_legendre_path(LegendrePath path);
+LegendrePath legendre_path();
+
+// Whether a contraction with table `key` on `batch` fields runs on the fly: the setting if forced,
+// else the rule of NOTES.md ("On-the-fly path"), which depends on the table's size per field.
+bool use_recurrence(const LegendreTableKey& key, int64_t batch);
+
+// What the recurrence needs for one table key (RecurrencePlan below), O(lmax * mmax + mmax * nlat)
+// doubles, cached for the life of the process (a few MB at lmax = 720; clear_legendre_cache does
+// not drop it).
+std::shared_ptr<const RecurrencePlan> recurrence_plan_cached(const LegendreTableKey& key);
+
+struct RecurrencePlan {
+  // An (order, row) pair whose seed is below the f64 range: the recurrence resumes at degree l with
+  // Q_{l-1} = p_prev, Q_l = p_cur (RecurrencePlan::alpha; all lower degrees are below 2^-600 and
+  // taken as 0).
+  struct ScaledStart {
+    int64_t j, l;
+    double p_prev, p_cur;
+  };
+
+  LegendreTableKey key;
+  int64_t n_even = 0, n_odd = 0;
+  std::vector<double> x, weight;                      // n_even northern rows: cos(theta), row factor
+  std::vector<int64_t> first_row;                     // mmax: first northern row kept
+  std::vector<size_t> ab_offset;                      // mmax: order m's (a_l, b_l), l = m+1 .. lmax-1
+  std::vector<double> ab;                             // the pairs (as in legendre.cpp), for the plan's marches
+  std::vector<double> factor;                         // mmax * lmax: Condon-Shortley and Schmidt factors
+  // The kernels' form of the recurrence, Q_l = alpha_l x Q_{l-1} - Q_{l-2} with Q_l = Pbar_l^m / s_l
+  // and s_l = b_l s_{l-2} (s_m = s_{m+1} = 1): two operations per step instead of three. alpha
+  // has order m's values for l = m+1 .. lmax-1 at ab_offset[m] / 2; out_factor = factor * s_l for
+  // l = m .. lmax-1 at ab_offset[m] / 2 + m (one more entry per order than alpha).
+  std::vector<double> alpha, out_factor;
+  std::vector<double> seed;  // (mmax, n_even): Pbar_m^m(x_j); 0 before first_row and for scaled starts
+  std::vector<std::vector<ScaledStart>> scaled;       // mmax
+  int64_t n_scaled = 0;
+
+  double f(int64_t m, int64_t l) const { return factor[static_cast<size_t>(m * key.lmax + l)]; }
+  const double* alpha_of(int64_t m) const { return alpha.data() + ab_offset[static_cast<size_t>(m)] / 2; }
+  const double* out_factor_of(int64_t m) const {
+    return out_factor.data() + ab_offset[static_cast<size_t>(m)] / 2 + static_cast<size_t>(m);
+  }
+};
+
+// For tests: the first northern row the recurrence keeps for order m (rows nearer the pole hold
+// only negligible values for every degree), and how many (order, row) pairs start below the f64
+// range and are handled by the scaled start.
+int64_t recurrence_first_row(const RecurrencePlan& plan, int64_t m);
+int64_t recurrence_scaled_starts(const RecurrencePlan& plan);
+
+}  // namespace gs::sphere
