@@ -86,12 +86,19 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   if (should_record({a, b}))
     record_op("pow", {a, b}, {&out}, {a, b}, {0}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       Tensor a = ctx.saved(0), b = ctx.saved(1), out = ctx.saved(2);
-      Tensor ga = ctx.needs_input_grad(0) ? mul(g[0], mul(b, pow(a, sub(b, 1.0)))) : Tensor();
-      // d(a^b)/db = a^b log a, defined for a > 0 (0 where a == 0, as the limit along b > 0).
+      // PyTorch's rules at the edges: d/da = b a^(b-1), taken as 0 where b == 0 (a^0 = 1 for every a,
+      // even a = 0 where a^-1 is inf); d/db = a^b log a, taken as 0 where a == 0 and b >= 0 (the
+      // limit along b), NaN for a < 0 (log of a negative number), as torch.pow gives.
+      Tensor ga;
+      if (ctx.needs_input_grad(0)) {
+        Tensor d = mul(b, pow(a, sub(b, 1.0)));
+        ga = mul(g[0], where(eq(b, 0.0), zeros_like(d), d));
+      }
       Tensor gb;
       if (ctx.needs_input_grad(1)) {
-        Tensor safe_log = log(where(gt(a, 0.0), a, scalar_like(a, 1.0)));
-        gb = mul(g[0], mul(out, safe_log));
+        Tensor zero_base = logical_and(eq(a, 0.0), ge(b, 0.0));
+        Tensor d = mul(out, log(where(zero_base, scalar_like(a, 1.0), a)));
+        gb = mul(g[0], where(zero_base, zeros_like(d), d));
       }
       return std::vector<Tensor>{ga, gb};
     });

@@ -99,9 +99,10 @@ Tensor abs(const Tensor& a) {
       if constexpr (is_complex_v<T>) kernels::unary_loop<real_t<T>, T>(out, a, [](T v) { return std::abs(v); });
     });
     if (should_record({a}))
-      record_op("abs", {a}, {&out}, {a}, {0}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
-        // d|z| = Re(conj(z/|z|) dz): gradient g * z / |z| (0 at z = 0).
-        Tensor z = ctx.saved(0), r = ctx.saved(1);
+      record_op("abs", {a}, {&out}, {a}, {}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
+        // d|z| = Re(conj(z/|z|) dz): gradient g * z / |z| (0 at z = 0). |z| is recomputed rather than
+        // saved, so an in-place write on the result does not invalidate the backward (as torch).
+        Tensor z = ctx.saved(0), r = abs(z);
         Tensor safe_r = where(eq(r, 0.0), scalar_like(r, 1.0), r);
         Tensor scale = div(where(eq(r, 0.0), scalar_like(r, 0.0), g[0]), safe_r);
         return std::vector<Tensor>{mul(complex(scale, zeros_like(scale)), z)};

@@ -47,6 +47,14 @@ void check_broadcasts_to_self(const Tensor& self, const Tensor& other, const cha
 
 bool shares_storage(const Tensor& a, const Tensor& b) { return a.storage().get() == b.storage().get(); }
 
+// An operand that shares self's storage (add_(y, slice(y)), x.add_(x.T)) would change with the
+// write: the kernel must read, and autograd record, its value from before. When recording, that is
+// a clone on the tape (its history is the operand's, current now and stale after the write).
+Tensor value_before_write(const Tensor& self, const Tensor& other) {
+  if (!shares_storage(self, other)) return other;
+  return should_record({other}) ? clone(other) : contiguous_copy(other, true);
+}
+
 // The dtypes add_ and mul_ write: the differentiable ones, and i64 (counters).
 template <typename F>
 void dispatch_arith(DType d, const char* op, F&& f) {
@@ -149,13 +157,13 @@ Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
   check_binary(self, other, "add_");
   check_scalar_fits(self, alpha, "add_", "alpha");
   check_inplace(self, "add_", {other});
-  const Tensor src = shares_storage(self, other) ? contiguous_copy(other, true) : other;
+  const Tensor src = value_before_write(self, other);
   dispatch_arith(self.dtype(), "add_", [&]<typename T>() {
     const T a = scalar_as<T>(alpha);
     if (alpha == 1.0) inplace_binary<T>(self, src, [](T x, T y) { return x + y; });
     else inplace_binary<T>(self, src, [a](T x, T y) { return x + a * y; });
   });
-  finish_inplace(self, "add_", {other}, [alpha](BackwardContext& ctx, const std::vector<Tensor>& g) {
+  finish_inplace(self, "add_", {src}, [alpha](BackwardContext& ctx, const std::vector<Tensor>& g) {
     Tensor g_other = !ctx.needs_input_grad(1) ? Tensor() : alpha == 1.0 ? g[0] : mul(g[0], alpha);
     return std::vector<Tensor>{g[0], g_other};
   });
@@ -181,20 +189,15 @@ Tensor& mul_(Tensor& self, const Tensor& other) {
   // d(self * other)/d other = old self: keep a differentiable clone of it (its history is self's
   // history before this write) so that double backward sees how it depends on the inputs.
   Tensor old_self = record && other.requires_grad() ? clone(self) : Tensor();
-  Tensor saved_other, src = other;
-  if (shares_storage(self, other)) {
-    // The write would change `other` too: read, and save, its value from before the write.
-    if (other.is_same(self) && old_self.defined()) saved_other = old_self;
-    else if (record && self.requires_grad()) saved_other = clone(other);
-    src = saved_other.defined() ? saved_other : contiguous_copy(other, true);
-  } else if (record && self.requires_grad()) {
-    saved_other = other;
-  }
+  // An aliased operand is read, recorded and saved as its value before the write (x.mul_(x) reuses
+  // the clone of old self).
+  const Tensor src = other.is_same(self) && old_self.defined() ? old_self : value_before_write(self, other);
+  const Tensor saved_other = record && self.requires_grad() ? src : Tensor();
   dispatch_arith(self.dtype(), "mul_", [&]<typename T>() {
     inplace_binary<T>(self, src, [](T x, T y) { return x * y; });
   });
   finish_inplace(
-      self, "mul_", {other},
+      self, "mul_", {src},
       [](BackwardContext& ctx, const std::vector<Tensor>& g) {
         Tensor g_self = ctx.needs_input_grad(0) ? mul(g[0], conj(ctx.saved(1))) : Tensor();
         Tensor g_other = ctx.needs_input_grad(1) ? mul(g[0], conj(ctx.saved(0))) : Tensor();
@@ -226,9 +229,10 @@ Tensor& copy_(Tensor& self, const Tensor& src) {
            self.device(), src.meta_str());
   check_broadcasts_to_self(self, src, "copy_");
   check_inplace(self, "copy_", {src});
-  copy_values(self, shares_storage(self, src) ? contiguous_copy(src, true) : src);
+  const Tensor before = value_before_write(self, src);
+  copy_values(self, before);
   const DType src_dtype = src.dtype();
-  finish_inplace(self, "copy_", {src}, [src_dtype](BackwardContext& ctx, const std::vector<Tensor>& g) {
+  finish_inplace(self, "copy_", {before}, [src_dtype](BackwardContext& ctx, const std::vector<Tensor>& g) {
     // The old value of self is gone: no gradient reaches it. The source gets g, cast back to its
     // dtype (complex -> real keeps the real part, as the forward cast); the engine sums it to
     // the source's shape when the source was broadcast.

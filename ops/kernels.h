@@ -18,6 +18,15 @@ void check_same_device(const Tensor& a, const Tensor& b, const char* op);
 void check_defined(const Tensor& t, const char* op, const char* what = "input");
 void check_cpu(const Tensor& t, const char* op);
 
+// A result that an op made as a reshape (or squeeze) of a tensor it created itself: the user took
+// no view, so the result must not act as one (an in-place write on it would be refused as a
+// write into a view of a graph tensor). Drops the view link; storage and recorded history stay.
+// Only for bases that never escape the op.
+inline Tensor own_result(Tensor t) {
+  if (t.defined()) t.impl()->view_base.reset();
+  return t;
+}
+
 // Strides of `t` viewed as `shape` (0 along broadcast dims). `t` must be expandable to `shape`.
 Shape expanded_strides(const Tensor& t, const Shape& shape);
 

@@ -195,7 +195,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
            "expected a (..., n, k) @ b (..., k, m)",
            shape_str(a.sizes()), k, shape_str(b.sizes()), kb, b.dim() == 1 ? "only" : "second-to-last");
   if (a.dim() == 1 && b.dim() == 1)  // dot product: (k) @ (k) -> ()
-    return reshape(matmul_nd(reshape(a, {1, k}), reshape(b, {k, 1}), "matmul"), {});
+    return kernels::own_result(reshape(matmul_nd(reshape(a, {1, k}), reshape(b, {k, 1}), "matmul"), {}));
   if (b.dim() <= 2 && a.dim() >= 2) {
     // b is one matrix (or vector): fold a's batch dims into its rows, one GEMM for all of them.
     Tensor b2 = b.dim() == 1 ? reshape(b, {k, 1}) : b;
@@ -203,14 +203,14 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     if (b.dim() == 2) out_sizes.push_back(b.sizes()[1]);
     Tensor a2 = a.dim() == 2 ? a : reshape(a, {numel_of(Shape(a.sizes().begin(), a.sizes().end() - 1)), k});
     Tensor out = matmul_nd(a2, b2, "matmul");
-    return out.sizes() == out_sizes ? out : reshape(out, out_sizes);
+    return out.sizes() == out_sizes ? out : kernels::own_result(reshape(out, out_sizes));
   }
   Tensor a2 = a.dim() == 1 ? reshape(a, {1, k}) : a;
   Tensor b2 = b.dim() == 1 ? reshape(b, {k, 1}) : b;
   Tensor out = matmul_nd(a2, b2, "matmul");
   if (a.dim() == 1) out = squeeze(out, -2);
   if (b.dim() == 1) out = squeeze(out, -1);
-  return out;
+  return a.dim() == 1 || b.dim() == 1 ? kernels::own_result(out) : out;
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {

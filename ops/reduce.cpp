@@ -133,7 +133,7 @@ Tensor logsumexp(const Tensor& t, std::vector<int64_t> dims, bool keepdim) {
   // free of inf - inf = NaN and the result is -inf (or +inf), as it should be.
   shift = where(isfinite(shift), shift, scalar_like(shift, 0.0));
   Tensor lse = add(log(sum(exp(sub(t, shift)), dims, true)), shift);  // (keepdim)
-  return keepdim ? lse : reshape(lse, plan.out_sizes);
+  return keepdim ? lse : kernels::own_result(reshape(lse, plan.out_sizes));
 }
 
 namespace {

@@ -107,8 +107,8 @@ Tensor sum_to(const Tensor& t, const Shape& shape) {
   int64_t lead = t.dim() - static_cast<int64_t>(shape.size());
   for (int64_t d = 0; d < t.dim(); ++d)
     if (d < lead || (shape[d - lead] == 1 && t.sizes()[d] != 1)) dims.push_back(d);
-  if (dims.empty()) return reshape(t, shape);
-  return reshape(sum(t, dims, true), shape);
+  if (dims.empty()) return reshape(t, shape);  // unreachable: shape == t's sizes was returned above
+  return kernels::own_result(reshape(sum(t, dims, true), shape));
 }
 
 namespace {

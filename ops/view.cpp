@@ -118,6 +118,7 @@ Tensor flatten(const Tensor& t, int64_t start_dim, int64_t end_dim) {
   if (t.dim() == 0) return reshape(t, {1});
   int64_t s = wrap_dim(start_dim, t.dim(), "flatten"), e = wrap_dim(end_dim, t.dim(), "flatten");
   GS_CHECK(s <= e, "flatten: start_dim {} must not come after end_dim {}", start_dim, end_dim);
+  if (s == e) return t;  // nothing to merge: the tensor itself, as torch.flatten
   Shape sizes(t.sizes().begin(), t.sizes().begin() + s);
   int64_t n = 1;
   for (int64_t d = s; d <= e; ++d) n *= t.sizes()[d];

@@ -257,6 +257,11 @@ void to_degree_block(const BlockRef<T>& k, const std::complex<T>* X, std::comple
       });
     }
   });
+  // The block's first degrees hold orders with l < m, where the table stores 0; but 0 * NaN is NaN,
+  // so a NaN in X would leak into entries that must stay zero. Set them exactly.
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t l = k.m0; l < std::min<int64_t>(k.m0 + k.count - 1, k.lmax); ++l)
+      for (int64_t m = l + 1; m < k.m0 + k.count; ++m) A[(b * k.lmax + l) * k.mmax + m] = std::complex<T>{};
 }
 
 template <typename T>

@@ -659,3 +659,23 @@ TEST_CASE("elementwise: undefined tensors are errors, not crashes") {
   CHECK(contains(error_of([&] { gs::scalar_like(u, 2.0); }), "undefined"));
   CHECK(contains(error_of([&] { gs::conj(u); }), "undefined"));
 }
+
+TEST_CASE("pow: gradients at the edges of the domain follow torch.pow") {
+  // a^b at (a, b) = (0, 0), (0, 1), (2, 0), (0, 2), (-2, 2)
+  Tensor a = gs::from_vector(std::vector<double>{0, 0, 2, 0, -2}).set_requires_grad();
+  Tensor b = gs::from_vector(std::vector<double>{0, 1, 0, 2, 2}).set_requires_grad();
+  gs::sum(gs::pow(a, b)).backward();
+  auto ga = a.grad().to_vector<double>(), gb = b.grad().to_vector<double>();
+  // d/da = b a^(b-1), 0 where b == 0 (torch masks it; b a^(b-1) would be 0 * inf = NaN at a = 0)
+  CHECK(ga == std::vector<double>{0, 1, 0, 0, -4});
+  // d/db = a^b log a: 0 where a == 0 and b >= 0, log(2) at (2, 0), NaN for a negative base
+  CHECK(gb[0] == 0.0);
+  CHECK(gb[1] == 0.0);
+  CHECK(gb[2] == std::log(2.0));
+  CHECK(gb[3] == 0.0);
+  CHECK(std::isnan(gb[4]));
+  // the scalar exponent: d(a^0)/da = 0 and d(a^1)/da = 1 at a = 0
+  Tensor z = gs::from_vector(std::vector<double>{0.0}).set_requires_grad();
+  gs::sum(gs::add(gs::pow(z, 0.0), gs::pow(z, 1.0))).backward();
+  CHECK(z.grad().to_vector<double>()[0] == 1.0);
+}

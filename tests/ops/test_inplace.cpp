@@ -3,6 +3,7 @@
 // the same gradients as the out-of-place computation.
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <string>
 
 #include "engine/autograd/engine.h"
@@ -12,6 +13,7 @@
 #include "ops/complex_ops.h"
 #include "ops/elementwise.h"
 #include "ops/inplace.h"
+#include "ops/linalg.h"
 #include "ops/reduce.h"
 #include "ops/registry.h"
 #include "ops/view.h"
@@ -374,4 +376,80 @@ TEST_CASE("a write under no_grad to a non-leaf makes later use of its history an
 
 TEST_CASE("in-place ops: gradcheck and gradgradcheck through clone() wrappers (f64 and c128)") {
   for (const char* name : {"add_", "mul_", "mul_self_aliased", "copy_", "fill_zero_"}) run_registry_checks(name);
+}
+
+// ---- cases found by outside checks against PyTorch
+
+TEST_CASE("in-place: an operand that is a view of the written tensor (add_(y, select(y)), y.add_(y.T), mul_, copy_)") {
+  // y = x * 1 (2, 2); y[i][j] += y_old[0][j]; loss = sum(y * w): d/dx[i][j] = w[i][j] + (i == 0) * sum_i' w[i'][j].
+  Tensor x = from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2}).set_requires_grad();
+  Tensor w = from_vector(std::vector<double>{1, 10, 100, 1000}, {2, 2});
+  Tensor y = mul(x, 1.0);
+  add_(y, select(y, 0, 0));
+  CHECK(y.to_vector<double>() == std::vector<double>{2, 4, 4, 6});
+  sum(mul(y, w)).backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{102, 1020, 100, 1000});
+  // y.add_(y.T): d/dx[i][j] = w[i][j] + w[j][i].
+  Tensor x2 = from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2}).set_requires_grad();
+  Tensor y2 = mul(x2, 1.0);
+  add_(y2, transpose(y2, 0, 1));
+  CHECK(y2.to_vector<double>() == std::vector<double>{2, 5, 5, 8});
+  sum(mul(y2, w)).backward();
+  CHECK(x2.grad().to_vector<double>() == std::vector<double>{2, 110, 110, 2000});
+  // Against finite differences, for add_, mul_ and copy_ with aliased operands.
+  auto check = [](const char* what, std::function<void(Tensor&)> write) {
+    CAPTURE(what);
+    Tensor x0 = randn({3, 3}, {4, 4}, DType::f64).set_requires_grad();
+    auto f = [&](const std::vector<Tensor>& in) {
+      Tensor t = mul(in[0], 1.5);
+      write(t);
+      return std::vector<Tensor>{t};
+    };
+    auto r = gradcheck(f, {x0});
+    CHECK_MESSAGE(r.ok, r.failure);
+    auto r2 = gradgradcheck(f, {x0});
+    CHECK_MESSAGE(r2.ok, r2.failure);
+  };
+  check("add_(t, select(t))", [](Tensor& t) { add_(t, select(t, 0, 1), 2.0); });
+  check("add_(t, t.T)", [](Tensor& t) { add_(t, transpose(t, 0, 1)); });
+  check("mul_(t, select(t))", [](Tensor& t) { mul_(t, select(t, 1, 2)); });
+  check("mul_(t, t.T)", [](Tensor& t) { mul_(t, transpose(t, 0, 1)); });
+  check("mul_(t, t)", [](Tensor& t) { mul_(t, t); });
+  check("copy_(t, t.T)", [](Tensor& t) { copy_(t, transpose(t, 0, 1)); });
+}
+
+TEST_CASE("in-place: results of matmul, linear, logsumexp, sum_to and flatten are not views") {
+  // The user took no view, so an in-place write on these results is an ordinary in-place op.
+  Tensor a = randn({2, 3, 4}, {5, 1}, DType::f64).set_requires_grad();
+  Tensor v = randn({4}, {5, 2}, DType::f64).set_requires_grad();
+  Tensor w = randn({5, 4}, {5, 3}, DType::f64).set_requires_grad();
+  Tensor m = randn({4, 4}, {5, 4}, DType::f64).set_requires_grad();
+  std::vector<std::pair<std::string, Tensor>> results = {
+      {"matmul (.., k) @ (k)", matmul(a, v)},
+      {"matmul (k) @ (k, m)", matmul(v, m)},
+      {"matmul (k) @ (k)", matmul(v, v)},
+      {"linear 3-D, no bias", linear(a, w)},
+      {"logsumexp without keepdim", logsumexp(a, {1})},
+      {"sum_to", sum_to(mul(a, 1.0), {3, 1})},
+      {"flatten of one dim", flatten(mul(v, 1.0))},
+  };
+  for (auto& [name, r] : results) {
+    CAPTURE(name);
+    CHECK_FALSE(r.is_view());
+    CHECK(error_of([&] { add_(r, 1.0); }) == "(no error)");
+    CHECK(error_of([&] { sum(r).backward(); }) == "(no error)");
+  }
+  // flatten over one dim is the tensor itself (torch.flatten)
+  Tensor y = mul(v, 1.0);
+  CHECK(flatten(y).is_same(y));
+}
+
+TEST_CASE("in-place: writing into the result of complex abs leaves its backward intact") {
+  Tensor z = from_vector(std::vector<c128>{{3, 4}, {0, 2}}).set_requires_grad();
+  Tensor r = abs(z);
+  mul_(r, 2.0);  // torch saves only z for abs, so this is fine there too
+  sum(r).backward();
+  auto g = z.grad().to_vector<c128>();
+  CHECK(std::abs(g[0] - c128(1.2, 1.6)) < 1e-15);  // 2 z / |z|
+  CHECK(std::abs(g[1] - c128(0, 2)) < 1e-15);
 }
