@@ -139,6 +139,7 @@ void Tensor::retain_grad() const {
 Tensor Tensor::detach() const {
   auto impl = std::make_shared<TensorImpl>(impl_->storage, impl_->sizes, impl_->strides, impl_->offset, impl_->dtype);
   impl->view_base = impl_->view_base ? impl_->view_base : impl_;
+  impl->detached_alias = true;
   return Tensor(impl);
 }
 
@@ -162,8 +163,14 @@ Tensor empty(const Shape& sizes, DType dtype, Device device) {
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype(), t.device()); }
 
 Tensor alias_with_geometry(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>(base.storage(), std::move(sizes), std::move(strides), offset, base.dtype());
+  return alias_with_geometry(base, std::move(sizes), std::move(strides), offset, base.dtype());
+}
+
+Tensor alias_with_geometry(const Tensor& base, Shape sizes, Shape strides, int64_t offset, DType dtype) {
+  auto impl = std::make_shared<TensorImpl>(base.storage(), std::move(sizes), std::move(strides), offset, dtype);
   impl->view_base = base.impl()->view_base ? base.impl()->view_base : base.impl_ptr();
+  impl->view_version = base.version();
+  impl->view_made_recording = recording_enabled();
   return Tensor(impl);
 }
 

@@ -116,6 +116,13 @@ class TensorImpl {
   DType dtype;
   std::unique_ptr<AutogradMeta> autograd;  // created on first use
   std::shared_ptr<TensorImpl> view_base;   // root tensor this is a view of, if any
+  // For views: the storage version when the view was made, whether it was made while autograd was
+  // recording, and whether it is a detach() alias (never differentiable). A view whose storage
+  // changed since its autograd state was set regenerates its history from the base on its next
+  // use (engine/autograd/record.h).
+  uint64_t view_version = 0;
+  bool view_made_recording = false;
+  bool detached_alias = false;
 
   AutogradMeta& meta() {
     if (!autograd) autograd = std::make_unique<AutogradMeta>();
@@ -128,6 +135,9 @@ Tensor empty(const Shape& sizes, DType dtype = DType::f32, Device device = Devic
 Tensor empty_like(const Tensor& t);
 // A view of `base`'s storage with new geometry; `base` becomes its view base. No autograd.
 Tensor alias_with_geometry(const Tensor& base, Shape sizes, Shape strides, int64_t offset);
+// The same with another element type over the same bytes (real / imaginary parts, view_as_real,
+// view_as_complex): sizes, strides and offset in units of `dtype`.
+Tensor alias_with_geometry(const Tensor& base, Shape sizes, Shape strides, int64_t offset, DType dtype);
 // A new contiguous tensor with the same values (no autograd); returns `t` itself if contiguous
 // and `force_copy` is false.
 Tensor contiguous_copy(const Tensor& t, bool force_copy = false);

@@ -15,10 +15,7 @@ namespace {
 Tensor component_view(const Tensor& z, int component) {
   Shape strides = z.strides();
   for (auto& s : strides) s *= 2;
-  auto impl = std::make_shared<TensorImpl>(z.storage(), z.sizes(), strides, z.offset() * 2 + component,
-                                           real_dtype(z.dtype()));
-  impl->view_base = z.impl()->view_base ? z.impl()->view_base : z.impl_ptr();
-  return Tensor(impl);
+  return alias_with_geometry(z, z.sizes(), strides, z.offset() * 2 + component, real_dtype(z.dtype()));
 }
 
 }  // namespace
@@ -91,9 +88,7 @@ Tensor view_as_real(const Tensor& z) {
   for (auto& s : strides) s *= 2;
   sizes.push_back(2);
   strides.push_back(1);
-  auto impl = std::make_shared<TensorImpl>(z.storage(), sizes, strides, z.offset() * 2, real_dtype(z.dtype()));
-  impl->view_base = z.impl()->view_base ? z.impl()->view_base : z.impl_ptr();
-  Tensor out(impl);
+  Tensor out = alias_with_geometry(z, sizes, strides, z.offset() * 2, real_dtype(z.dtype()));
   if (should_record({z}))
     record_op("view_as_real", {z}, {&out}, {}, {}, [](BackwardContext&, const std::vector<Tensor>& g) {
       return std::vector<Tensor>{complex(select(g[0], -1, 0), select(g[0], -1, 1))};
@@ -111,9 +106,7 @@ Tensor view_as_complex(const Tensor& x) {
   for (auto s : strides) GS_CHECK(s % 2 == 0, "view_as_complex: strides {} are not multiples of 2", shape_str(x.strides()));
   GS_CHECK(x.offset() % 2 == 0, "view_as_complex: the storage offset {} is odd", x.offset());
   for (auto& s : strides) s /= 2;
-  auto impl = std::make_shared<TensorImpl>(x.storage(), sizes, strides, x.offset() / 2, complex_dtype(x.dtype()));
-  impl->view_base = x.impl()->view_base ? x.impl()->view_base : x.impl_ptr();
-  Tensor out(impl);
+  Tensor out = alias_with_geometry(x, sizes, strides, x.offset() / 2, complex_dtype(x.dtype()));
   if (should_record({x}))
     record_op("view_as_complex", {x}, {&out}, {}, {}, [](BackwardContext&, const std::vector<Tensor>& g) {
       return std::vector<Tensor>{view_as_real(contiguous(g[0]))};

@@ -2,15 +2,17 @@
 #include "engine/autograd/grad_arith.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
+#include "ops/view.h"
 
 namespace gs {
 namespace {
 
 Tensor add_gradients(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor sum_gradient_to(const Tensor& t, const Shape& shape) { return sum_to(t, shape); }
+Tensor view_gradient_to_base(const Tensor& g, const ViewRelation& r) { return view_to_base(g, r); }
 
 const bool registered = [] {
-  register_gradient_arithmetic({&add_gradients, &sum_gradient_to});
+  register_gradient_arithmetic({&add_gradients, &sum_gradient_to, &view_gradient_to_base});
   return true;
 }();
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <vector>
 
+#include "engine/autograd/grad_arith.h"
 #include "engine/tensor.h"
 
 namespace gs {
@@ -20,6 +21,13 @@ Tensor squeeze(const Tensor& t, int64_t dim);
 Tensor squeeze(const Tensor& t);
 Tensor unsqueeze(const Tensor& t, int64_t dim);
 // Not views: a contiguous tensor (t itself when already contiguous), a copy, a cast.
+// The gradient of a view with respect to its base, for any geometry (ops/view_history.cpp): g (the
+// view's shape and dtype) at the view's positions in a base-shaped zero tensor, shared positions
+// summed; view_from_base is the adjoint (the view's elements of a base-shaped tensor). The
+// engine's regenerated view histories use view_to_base (engine/autograd/grad_arith.h).
+Tensor view_to_base(const Tensor& g, const ViewRelation& r);
+Tensor view_from_base(const Tensor& base_shaped, const ViewRelation& r);
+
 Tensor contiguous(const Tensor& t);
 Tensor clone(const Tensor& t);
 Tensor to(const Tensor& t, DType dtype);  // real -> complex gives a zero imaginary part; complex -> real keeps the real part

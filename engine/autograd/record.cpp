@@ -1,22 +1,57 @@
 #include "engine/autograd/record.h"
 
+#include "engine/autograd/grad_arith.h"
 #include "engine/autograd/grad_mode.h"
 
 namespace gs {
 
-bool should_record(const std::vector<Tensor>& inputs) {
-  if (!recording_enabled()) return false;
-  for (const auto& t : inputs)
-    if (t.defined() && t.requires_grad()) return true;
-  return false;
+namespace {
+
+// PyTorch's view semantics: a view whose storage changed since its autograd state was set (its
+// base gained history through an in-place op, or was rebased by one, or an optimizer stepped the
+// leaf it views) gets its history regenerated from the base's current one on its next use: a node
+// whose rule sends the view's gradient to the base's positions. Without it, a view taken while its
+// base was a plain tensor would silently stay a constant after the base gained history.
+// Skipped for detach() aliases, for views made while not recording (as torch's no-grad views), and
+// when the base's own history is stale (the use then fails with the error of check_history_current).
+void refresh_view_history(const Tensor& t) {
+  TensorImpl* impl = t.impl();
+  if (!impl || !impl->view_base || impl->detached_alias || !impl->view_made_recording) return;
+  const uint64_t now = t.version();
+  const bool has_history = impl->autograd && impl->autograd->grad_fn;
+  if ((has_history ? impl->autograd->history_version : impl->view_version) == now) return;
+  Tensor base(impl->view_base);
+  if (!base.requires_grad()) return;
+  if (!base.is_leaf() && base.impl()->meta().history_version != now) return;
+  ViewRelation r{base.sizes(), base.strides(), base.offset(), base.dtype(),
+                 t.sizes(),    t.strides(),    t.offset(),    t.dtype()};
+  auto node = std::make_shared<FunctionNode>(
+      "view_of_base", [r](BackwardContext&, const std::vector<Tensor>& g) {
+        return std::vector<Tensor>{gradient_arithmetic().view_to_base(g[0], r)};
+      });
+  Tensor view = t;
+  std::shared_ptr<Node> old_fn = has_history ? impl->autograd->grad_fn : nullptr;
+  connect_node(node, {base}, {&view}, {}, {});
+  impl->view_version = now;
+  if (old_fn && old_fn->remove_retained_grad(t.impl_ptr())) node->add_retained_grad(0, t.impl_ptr());
 }
 
-bool should_record(std::initializer_list<Tensor> inputs) {
+template <typename List>
+bool any_requires_grad_after_refresh(const List& inputs) {
   if (!recording_enabled()) return false;
-  for (const auto& t : inputs)
-    if (t.defined() && t.requires_grad()) return true;
-  return false;
+  bool any = false;
+  for (const auto& t : inputs) {
+    if (!t.defined()) continue;
+    refresh_view_history(t);
+    any |= t.requires_grad();
+  }
+  return any;
 }
+
+}  // namespace
+
+bool should_record(const std::vector<Tensor>& inputs) { return any_requires_grad_after_refresh(inputs); }
+bool should_record(std::initializer_list<Tensor> inputs) { return any_requires_grad_after_refresh(inputs); }
 
 namespace {
 
@@ -102,9 +137,10 @@ void check_inplace(const Tensor& self, const char* op, std::initializer_list<Ten
     Tensor base = self.view_base();
     bool base_in_graph = base.defined() && base.requires_grad();
     GS_CHECK(!(self.requires_grad() || base_in_graph || others_need_grad),
-             "{}: in-place write to a view ({}) of a tensor that is part of the autograd graph. gradsphere does "
-             "not rewrite the base's history for view writes, so this would give wrong gradients; use an "
-             "out-of-place op (e.g. cat, where, pad) or clone() the view first.",
+             "{}: in-place write to a view ({}) of a tensor that is part of the autograd graph. PyTorch accepts "
+             "this (it rebases the base's history through CopySlices); gradsphere does not implement that "
+             "rebase yet and refuses rather than give wrong gradients. Use an out-of-place op (e.g. cat, "
+             "where, pad) or clone() the view first.",
              op, self.meta_str());
   }
 }

@@ -129,7 +129,9 @@ void collect_reached_nodes(const gs::OpInfo& info, gs::OpSample& sample, std::se
     if (!o.defined() || !o.grad_fn()) continue;
     walk_graph(o.grad_fn(), names);
     roots.push_back(o);
-    gos.push_back(gs::randn(o.sizes(), {5, 5}, o.dtype()));
+    // Output gradients that require grad, as gradgradcheck's: a rule whose result depends on the
+    // output gradient alone (a linear op's) then records its backward op too.
+    gos.push_back(gs::randn(o.sizes(), {5, 5}, o.dtype()).set_requires_grad(info.second_order));
   }
   for (auto& x : sample.inputs)
     if (x.defined() && x.requires_grad()) diff.push_back(x);
