@@ -215,11 +215,12 @@ int64_t default_mmax(int64_t nlon) {
 }
 
 Truncation resolve_truncation(GridKind grid, int64_t nlat, int64_t nlon, std::optional<int64_t> lmax,
-                              std::optional<int64_t> mmax) {
-  const bool triangular_default = !lmax && !mmax;
+                              std::optional<int64_t> mmax, TruncationRule rule) {
+  const bool triangular = rule == TruncationRule::torch_harmonics_0_9_3 || (!lmax && !mmax);
   int64_t l = lmax.value_or(default_lmax(grid, nlat));
-  int64_t m = mmax.value_or(std::min(default_mmax(nlon), l));
-  if (triangular_default) l = m = std::min(l, m);
+  int64_t m = mmax.value_or(rule == TruncationRule::torch_harmonics_0_9_3 ? default_mmax(nlon)
+                                                                          : std::min(default_mmax(nlon), l));
+  if (triangular) l = m = std::min(l, m);
   GS_CHECK(l >= 1, "lmax must be >= 1, got {}", l);
   GS_CHECK(m >= 1, "mmax must be >= 1, got {}", m);
   GS_CHECK(m <= l, "mmax = {} exceeds lmax = {}: orders m >= lmax have no degree l < lmax", m, l);

@@ -52,12 +52,19 @@ struct Truncation {
   int64_t mmax;
 };
 
-// Fills the bounds the caller left out, as current torch-harmonics does: a missing lmax is
-// default_lmax; a missing mmax is min(default_mmax, lmax); with neither given the truncation is
-// triangular, lmax = mmax = min of the two defaults. Throws when lmax < 1, mmax < 1, mmax > lmax,
+// How the bounds are completed (NOTES.md, "Supported and default truncation"):
+//   gradsphere: a missing lmax is default_lmax; a missing mmax is min(default_mmax, lmax); with
+//     neither given the truncation is triangular, lmax = mmax = min of the two defaults; both
+//     given are kept as given (a rectangular truncation is allowed).
+//   torch_harmonics_0_9_3: missing bounds take the defaults, then always lmax = mmax = min(lmax,
+//     mmax), even when both were given (RealSHT of torch-harmonics 0.9.3); use it where a
+//     transform must match a torch-harmonics checkpoint.
+enum class TruncationRule { gradsphere, torch_harmonics_0_9_3 };
+
+// Fills the bounds the caller left out by `rule`. Throws when lmax < 1, mmax < 1, mmax > lmax,
 // mmax > nlon/2 + 1 (more orders than the longitude FFT has) or lmax is beyond the grid's support.
 Truncation resolve_truncation(GridKind grid, int64_t nlat, int64_t nlon, std::optional<int64_t> lmax = {},
-                              std::optional<int64_t> mmax = {});
+                              std::optional<int64_t> mmax = {}, TruncationRule rule = TruncationRule::gradsphere);
 
 // Per-row weights for area-weighted spatial means, normalised to sum to 1 (ACE's convention):
 // proportional to sin(theta_j) = cos(latitude_j). A pole row would get 0 from that formula although

@@ -112,8 +112,8 @@ std::string ShtSpec::str() const {
 }
 
 ShtSpec make_sht_spec(GridKind grid, int64_t nlat, int64_t nlon, std::optional<int64_t> lmax,
-                      std::optional<int64_t> mmax, Normalization norm, bool csphase) {
-  const Truncation t = resolve_truncation(grid, nlat, nlon, lmax, mmax);
+                      std::optional<int64_t> mmax, Normalization norm, bool csphase, TruncationRule rule) {
+  const Truncation t = resolve_truncation(grid, nlat, nlon, lmax, mmax, rule);
   return {grid, nlat, nlon, t.lmax, t.mmax, norm, csphase};
 }
 

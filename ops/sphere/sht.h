@@ -41,7 +41,7 @@ struct ShtSpec {
 // when neither is given) and rejects an lmax the grid's quadrature cannot resolve.
 ShtSpec make_sht_spec(GridKind grid, int64_t nlat, int64_t nlon, std::optional<int64_t> lmax = {},
                       std::optional<int64_t> mmax = {}, Normalization norm = Normalization::ortho,
-                      bool csphase = true);
+                      bool csphase = true, TruncationRule rule = TruncationRule::gradsphere);
 
 // f (..., nlat, nlon) f32/f64 -> (..., lmax, mmax) c64/c128.
 Tensor sht(const Tensor& x, const ShtSpec& spec);

@@ -10,6 +10,7 @@
 
 #include "engine/error.h"
 #include "ops/sphere/grids.h"
+#include "ops/sphere/sht.h"
 #include "ops/sphere/legendre.h"
 
 using namespace gs::sphere;
@@ -216,6 +217,15 @@ TEST_CASE("sphere grids: supported and default truncation follow torch-harmonics
   CHECK(same(resolve_truncation(GridKind::legendre_gauss, 180, 360), 180, 180));
   CHECK(same(resolve_truncation(GridKind::equiangular, 721, 1440), 361, 361));
   CHECK(same(resolve_truncation(GridKind::legendre_gauss, 64, 32), 17, 17));
+  CHECK(same(resolve_truncation(GridKind::legendre_gauss, 128, 256, std::nullopt, 20), 128, 20));
+  // torch-harmonics 0.9.3's RealSHT always makes the truncation triangular, both bounds given or not.
+  const auto th = gs::sphere::TruncationRule::torch_harmonics_0_9_3;
+  CHECK(same(resolve_truncation(GridKind::legendre_gauss, 128, 256, 85, 43, th), 43, 43));
+  CHECK(same(resolve_truncation(GridKind::legendre_gauss, 64, 128, 10, 20, th), 10, 10));
+  CHECK(same(resolve_truncation(GridKind::legendre_gauss, 128, 256, std::nullopt, 20, th), 20, 20));
+  CHECK(same(resolve_truncation(GridKind::legendre_gauss, 128, 256, 32, std::nullopt, th), 32, 32));
+  CHECK(same(resolve_truncation(GridKind::equiangular, 128, 256, std::nullopt, std::nullopt, th), 64, 64));
+  CHECK(gs::sphere::make_sht_spec(GridKind::legendre_gauss, 16, 32, 12, 8, gs::sphere::Normalization::ortho, true, th).lmax == 8);
 
   CHECK_THROWS_WITH_AS(resolve_truncation(GridKind::equiangular, 721, 1440, 721),
                        doctest::Contains("lmax = 721 is too large for a 'equiangular' grid with nlat = 721"), gs::Error);
