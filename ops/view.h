@@ -27,6 +27,8 @@ Tensor unsqueeze(const Tensor& t, int64_t dim);
 // engine's regenerated view histories use view_to_base (engine/autograd/grad_arith.h).
 Tensor view_to_base(const Tensor& g, const ViewRelation& r);
 Tensor view_from_base(const Tensor& base_shaped, const ViewRelation& r);
+// base_shaped with the view's positions set to zero (what copy_slices passes to the old base).
+Tensor view_complement(const Tensor& base_shaped, const ViewRelation& r);
 
 Tensor contiguous(const Tensor& t);
 Tensor clone(const Tensor& t);

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "engine/autograd/grad_arith.h"
+#include "engine/autograd/grad_mode.h"
 #include "engine/autograd/record.h"
 #include "engine/factory.h"
 #include "ops/kernels.h"
@@ -122,6 +123,29 @@ Tensor move_values(const Tensor& x, const ViewRelation& r, bool to_base) {
 
 }  // namespace
 
+Tensor view_complement(const Tensor& gb, const ViewRelation& r) {
+  GS_CHECK(gb.sizes() == r.base_sizes && gb.dtype() == r.base_dtype,
+           "view gradient: expected a tensor {} {} shaped like the base, got {}", dtype_name(r.base_dtype),
+           shape_str(r.base_sizes), gb.meta_str());
+  Tensor out;
+  {
+    NoGradGuard ng;
+    // gb less its view part: the view's values routed out and back in are exactly that part.
+    Tensor inside = move_values(move_values(gb, r, false), r, true);
+    out = contiguous_copy(gb.detach(), true);
+    dispatch_float_complex(out.dtype(), "view gradient", [&]<typename T>() {
+      T* o = out.data<T>();
+      const T* in = inside.data<T>();
+      for (int64_t k = 0; k < out.numel(); ++k) o[k] -= in[k];
+    });
+  }
+  if (should_record({gb}))
+    record_op("view_complement", {gb}, {&out}, {}, {}, [r](BackwardContext&, const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{view_complement(g[0], r)};  // a projection is its own adjoint
+    });
+  return out;
+}
+
 Tensor view_to_base(const Tensor& g, const ViewRelation& r) {
   GS_CHECK(g.sizes() == r.view_sizes && g.dtype() == r.view_dtype,
            "view gradient: expected a gradient {} {} for the view, got {}", dtype_name(r.view_dtype),
@@ -166,6 +190,12 @@ const OpRegistrar registrar{
                                     {"real parts of complex", {sample_leaf({2, 3}, {k.seed, k.stream * 100 + 3}, DType::c128)}}};
      },
      [](const V& x) { return V{view_from_base(x[0], sample_relation(x[0]))}; }},
+    {"view_complement",
+     [](RandomKey k) {
+       return std::vector<OpSample>{{"transposed window", {sample_leaf({4, 3}, {k.seed, k.stream * 100 + 4})}},
+                                    {"real parts of complex", {sample_leaf({2, 3}, {k.seed, k.stream * 100 + 5}, DType::c128)}}};
+     },
+     [](const V& x) { return V{view_complement(x[0], sample_relation(x[0]))}; }},
 };
 
 }  // namespace

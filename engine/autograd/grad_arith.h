@@ -23,6 +23,10 @@ struct GradientArithmetic {
   // g (the view's shape and dtype) -> the base's gradient: g at the view's positions, zero
   // elsewhere, overlapping positions summed. Differentiable.
   Tensor (*view_to_base)(const Tensor& g, const ViewRelation& r) = nullptr;
+  // The adjoint of view_to_base: the view's elements of a base-shaped tensor.
+  Tensor (*view_from_base)(const Tensor& base_shaped, const ViewRelation& r) = nullptr;
+  // A base-shaped tensor with the view's positions set to zero (a projection: its own adjoint).
+  Tensor (*view_complement)(const Tensor& base_shaped, const ViewRelation& r) = nullptr;
 };
 
 void register_gradient_arithmetic(const GradientArithmetic& g);

@@ -14,6 +14,11 @@ namespace {
 // base was a plain tensor would silently stay a constant after the base gained history.
 // Skipped for detach() aliases, for views made while not recording (as torch's no-grad views), and
 // when the base's own history is stale (the use then fails with the error of check_history_current).
+ViewRelation relation_of(const Tensor& view, const Tensor& base) {
+  return {base.sizes(), base.strides(), base.offset(), base.dtype(),
+          view.sizes(), view.strides(), view.offset(), view.dtype()};
+}
+
 void refresh_view_history(const Tensor& t) {
   TensorImpl* impl = t.impl();
   if (!impl || !impl->view_base || impl->detached_alias || !impl->view_made_recording) return;
@@ -23,8 +28,7 @@ void refresh_view_history(const Tensor& t) {
   Tensor base(impl->view_base);
   if (!base.requires_grad()) return;
   if (!base.is_leaf() && base.impl()->meta().history_version != now) return;
-  ViewRelation r{base.sizes(), base.strides(), base.offset(), base.dtype(),
-                 t.sizes(),    t.strides(),    t.offset(),    t.dtype()};
+  const ViewRelation r = relation_of(t, base);
   auto node = std::make_shared<FunctionNode>(
       "view_of_base", [r](BackwardContext&, const std::vector<Tensor>& g) {
         return std::vector<Tensor>{gradient_arithmetic().view_to_base(g[0], r)};
@@ -108,16 +112,36 @@ std::shared_ptr<Node> record_op(std::string name, const std::vector<Tensor>& inp
   return node;
 }
 
-void check_inplace(const Tensor& self, const char* op, std::initializer_list<Tensor> others) {
-  GS_CHECK(self.defined(), "{}: the tensor to modify is undefined", op);
-  check_inplace(self, op, others, self.version());
+namespace {
+
+// Why an in-place write on the view `self` cannot be recorded, or "" when it can: finish_inplace
+// then rebases the base's history through a copy_slices node, as PyTorch's CopySlices.
+std::string view_write_refusal(const Tensor& self, bool rebase_allowed, uint64_t version_before_write) {
+  const TensorImpl* impl = self.impl();
+  Tensor base(impl->view_base);
+  if (!rebase_allowed)
+    return "a custom function's mark_dirty() on a view of a tensor in the graph is refused (PyTorch accepts it "
+           "through CopySlices; gradsphere rebases the base's history only for its own in-place ops)";
+  if (impl->detached_alias)
+    return "it is a detach() alias of a tensor in the graph: the write would bypass autograd";
+  if (!impl->view_made_recording)
+    return "the view was made under no_grad or inference mode and is modified with grad mode on (PyTorch "
+           "refuses this too: the view has no history to rebase)";
+  if (base.is_leaf() && base.requires_grad())
+    return "it is a view of a leaf tensor that requires grad (PyTorch refuses this too); wrap the update in "
+           "gs::NoGradGuard, or clone() the view first";
+  if (!base.is_leaf() && base.requires_grad() && base.impl()->autograd->history_version != version_before_write)
+    return "its base was modified in place outside autograd's record, so its history no longer matches its value";
+  return "";
 }
 
-void check_inplace(const Tensor& self, const char* op, std::initializer_list<Tensor> others,
-                   uint64_t version_before_write) {
+void check_inplace_impl(const Tensor& self, const char* op, std::initializer_list<Tensor> others,
+                        uint64_t version_before_write, bool rebase_views) {
   GS_CHECK(self.defined(), "{}: the tensor to modify is undefined", op);
   check_writable(self, op);
   if (!recording_enabled()) return;
+  // A view whose base changed since it was taken writes with its base's current history.
+  if (rebase_views) refresh_view_history(self);
   bool others_need_grad = false;
   for (const auto& o : others) others_need_grad |= o.defined() && o.requires_grad();
   GS_CHECK(!(self.is_leaf() && self.requires_grad()),
@@ -134,15 +158,43 @@ void check_inplace(const Tensor& self, const char* op, std::initializer_list<Ten
              op, self.meta_str(), m.history_version, version_before_write);
   }
   if (self.is_view() && (self.requires_grad() || others_need_grad)) {
-    Tensor base = self.view_base();
-    bool base_in_graph = base.defined() && base.requires_grad();
-    GS_CHECK(!(self.requires_grad() || base_in_graph || others_need_grad),
-             "{}: in-place write to a view ({}) of a tensor that is part of the autograd graph. PyTorch accepts "
-             "this (it rebases the base's history through CopySlices); gradsphere does not implement that "
-             "rebase yet and refuses rather than give wrong gradients. Use an out-of-place op (e.g. cat, "
-             "where, pad) or clone() the view first.",
-             op, self.meta_str());
+    const std::string why = view_write_refusal(self, rebase_views, version_before_write);
+    GS_CHECK(why.empty(),
+             "{}: in-place write to a view ({}) of a tensor that is part of the autograd graph is refused: {}. "
+             "Use an out-of-place op (e.g. cat, where, pad) or clone() the view first.",
+             op, self.meta_str(), why);
   }
+}
+
+// After an in-place write on a view recorded as `self`'s new history: the base's value changed
+// too, so its history goes through copy_slices: the base's gradient outside the view passes to
+// its old history, inside the view to the write's node (PyTorch's CopySlices).
+void rebase_base_history(const Tensor& self) {
+  Tensor base(self.impl()->view_base);
+  const ViewRelation r = relation_of(self, base);
+  auto node = std::make_shared<FunctionNode>("copy_slices", [r](BackwardContext&, const std::vector<Tensor>& g) {
+    const auto& a = gradient_arithmetic();
+    return std::vector<Tensor>{a.view_complement(g[0], r), a.view_from_base(g[0], r)};
+  });
+  if (!base.is_leaf() && base.requires_grad()) {
+    auto& m = base.impl()->meta();
+    m.history_version = base.version();  // checked before the write (view_write_refusal)
+  }
+  std::shared_ptr<Node> old_fn = base.grad_fn();
+  connect_node(node, {base, self}, {&base}, {}, {});
+  if (old_fn && old_fn->remove_retained_grad(base.impl_ptr())) node->add_retained_grad(0, base.impl_ptr());
+}
+
+}  // namespace
+
+void check_inplace(const Tensor& self, const char* op, std::initializer_list<Tensor> others) {
+  GS_CHECK(self.defined(), "{}: the tensor to modify is undefined", op);
+  check_inplace_impl(self, op, others, self.version(), true);
+}
+
+void check_inplace(const Tensor& self, const char* op, std::initializer_list<Tensor> others,
+                   uint64_t version_before_write) {
+  check_inplace_impl(self, op, others, version_before_write, false);
 }
 
 void finish_inplace(Tensor& self, const char* op, const std::vector<Tensor>& other_inputs, BackwardRule rule,
@@ -169,6 +221,7 @@ void finish_inplace(Tensor& self, const char* op, const std::vector<Tensor>& oth
   }
   connect_node(node, inputs, {&self}, saved, {});
   if (old_fn && old_fn->remove_retained_grad(self.impl_ptr())) node->add_retained_grad(0, self.impl_ptr());
+  if (self.is_view()) rebase_base_history(self);
 }
 
 }  // namespace gs

@@ -154,25 +154,41 @@ TEST_CASE("version counter: in-place on a leaf that requires grad is an error wh
   CHECK(has(error_of([&] { add_into_(w, f64({1.0})); }), "leaf"));
 }
 
-TEST_CASE("version counter: in-place through a view of a graph tensor is an error") {
+TEST_CASE("version counter: in-place through a view of a graph tensor rebases the base (PyTorch's CopySlices)") {
   Tensor x = leaf({1, 2, 3, 4}, {2, 2});
   SUBCASE("a view of a non-leaf") {
+    // h = 2x; h[0] *= 3; loss = sum(h * w): d/dx = 2 w, times 3 on row 0.
     Tensor h = mul(x, 2.0);
     Tensor row = select(h, 0, 0);
-    std::string msg = error_of([&] { scale_(row, 3.0); });
-    CHECK(has(msg, "scale_: in-place write to a view (f64 (2,) on cpu) of a tensor that is part of the autograd graph"));
-    CHECK(h.version() == 0);
+    scale_(row, 3.0);
+    CHECK(h.version() == 1);
+    check_values(h, {6, 12, 6, 8});
+    CHECK(h.grad_fn()->name() == "copy_slices");
+    sum(mul(h, f64({1, 10, 100, 1000}, {2, 2}))).backward();
+    check_values(x.grad(), {6, 60, 200, 2000});
   }
-  SUBCASE("a view of a leaf that requires grad") {
+  SUBCASE("the written view itself carries the write's history") {
+    Tensor h = mul(x, 1.0);
+    Tensor row = select(h, 0, 1);
+    scale_(row, 5.0);
+    sum(mul(row, f64({1, 2}))).backward();  // row = 5 * x[1, :]
+    check_values(x.grad(), {0, 0, 5, 10});
+  }
+  SUBCASE("a view of a leaf that requires grad is refused, as in PyTorch") {
     Tensor row = select(x, 0, 1);
-    CHECK(has(error_of([&] { scale_(row, 3.0); }), "in-place write to a view"));
+    std::string msg = error_of([&] { scale_(row, 3.0); });
+    CHECK(has(msg, "in-place write to a view"));
+    CHECK(has(msg, "a view of a leaf tensor that requires grad (PyTorch refuses this too)"));
+    CHECK(x.version() == 0);
   }
-  SUBCASE("a view of a plain tensor written with a value that requires grad") {
+  SUBCASE("a view of a plain tensor written with a value that requires grad: the base gains history") {
     Tensor buf = zeros({2, 2}, DType::f64);
     Tensor row = select(buf, 0, 0);
-    CHECK(has(error_of([&] { add_into_(row, select(x, 0, 0)); }), "in-place write to a view"));
-    CHECK(buf.version() == 0);
-    CHECK(buf.is_leaf());
+    add_into_(row, select(x, 0, 0));
+    CHECK(buf.version() == 1);
+    CHECK_FALSE(buf.is_leaf());
+    sum(mul(buf, f64({1, 10, 100, 1000}, {2, 2}))).backward();
+    check_values(x.grad(), {1, 10, 0, 0});
   }
   SUBCASE("a view of a plain tensor written with plain values is fine") {
     Tensor buf = zeros({2, 2}, DType::f64);
@@ -180,6 +196,11 @@ TEST_CASE("version counter: in-place through a view of a graph tensor is an erro
     add_into_(row, f64({5.0}));
     check_values(buf, {0, 0, 5, 5});
     CHECK(buf.version() == 1);
+  }
+  SUBCASE("a detach() alias of a graph tensor written with a value that requires grad is refused") {
+    Tensor h = mul(x, 1.0);
+    Tensor d = h.detach();
+    CHECK(has(error_of([&] { add_into_(d, x); }), "detach() alias"));
   }
 }
 
@@ -306,7 +327,8 @@ TEST_CASE("version counter: the in-place ops of ops/inplace.h follow the same co
     CHECK(has(error_of([&] { add_(w, f64({1.0})); }), "leaf"));
     Tensor h = mul(w, 2.0);
     Tensor row = select(h, 0, 0);
-    CHECK(has(error_of([&] { mul_(row, 2.0); }), "in-place write to a view"));
+    mul_(row, 2.0);  // a view of a non-leaf: the base's history is rebased (copy_slices)
+    CHECK(h.grad_fn()->name() == "copy_slices");
     Tensor table = f64({1, 2});
     table.storage()->set_read_only("shared Legendre table");
     NoGradGuard ng;
