@@ -61,8 +61,13 @@ std::string table_name(const LegendreTableKey& key) { return "vector SHT derivat
 // _precompute_dlegpoly (Wang, Wang & Xie), which never divide by sin(theta) (finite at the poles):
 //   D_l^0 = -sqrt(l(l+1)) P_l^1
 //   D_l^m = (sqrt((l+m)(l-m+1)) P_l^{m-1} - sqrt((l-m)(l+m+1)) P_l^{m+1}) / 2         (m >= 1)
-//   M_l^m = sqrt((2l+1)/(2l+3)) (sqrt((l-m+1)(l-m+2)) P_{l+1}^{m-1}
-//                                + sqrt((l+m+1)(l+m+2)) P_{l+1}^{m+1}) / 2              (m >= 1)
+//   M_l^m = c_l (sqrt((l-m+1)(l-m+2)) P_{l+1}^{m-1}
+//                + sqrt((l+m+1)(l+m+2)) P_{l+1}^{m+1}) / 2                             (m >= 1)
+// where c_l = n(l) / n(l+1) sqrt((2l+1)/(2l+3)) converts the degree-(l+1) values to degree l: n(l)
+// is the normalisation's degree factor relative to ortho (P = n(l) Pbar_ortho): 1 for ortho and
+// four-pi, so c_l = sqrt((2l+1)/(2l+3)); sqrt(4 pi/(2l+1)) for the Schmidt analysis table, so c_l =
+// 1; sqrt((2l+1)/(4 pi)) for the Schmidt synthesis table, so c_l = (2l+1)/(2l+3). (Using the ortho
+// factor for Schmidt tables made M wrong by sqrt((2l+3)/(2l+1)).)
 //   M_l^0 = 0;  odd m negated with csphase;  analysis: times w_j / (l(l+1)) (l = 0 rows are 0).
 // Only the northern rows are computed; the grids mirror exactly, and D and M have definite parity.
 std::shared_ptr<const VectorTable> build_table(const LegendreTableKey& key) {
@@ -91,7 +96,9 @@ std::shared_ptr<const VectorTable> build_table(const LegendreTableKey& key) {
           value = 0.5 * (std::sqrt((dl + dm) * (dl - dm + 1)) * p(m - 1, l, j) -
                          std::sqrt((dl - dm) * (dl + dm + 1)) * p(m + 1, l, j));
         } else if (m > 0) {
-          value = 0.5 * std::sqrt((2 * dl + 1) / (2 * dl + 3)) *
+          const double ratio = (2 * dl + 1) / (2 * dl + 3);
+          const double c = key.norm != Normalization::schmidt ? std::sqrt(ratio) : analysis ? 1.0 : ratio;
+          value = 0.5 * c *
                   (std::sqrt((dl - dm + 1) * (dl - dm + 2)) * p(m - 1, l + 1, j) +
                    std::sqrt((dl + dm + 1) * (dl + dm + 2)) * p(m + 1, l + 1, j));
         }

@@ -339,3 +339,36 @@ TEST_CASE("vector sht: clear errors for bad shapes, dtypes and specs") {
   CHECK(contains(e10, "vector_sht"));
   CHECK(e10 != "(no error)");
 }
+
+TEST_CASE("vector sht: every normalisation and Condon-Shortley setting round-trips and scales as its degree factor") {
+  using gs::sphere::make_sht_spec;
+  using gs::sphere::Normalization;
+  for (Normalization norm : {Normalization::ortho, Normalization::four_pi, Normalization::schmidt})
+    for (bool cs : {true, false})
+      for (GridKind grid : kGrids) {
+        const ShtSpec s = make_sht_spec(grid, 24, 48, {}, {}, norm, cs);
+        CAPTURE(s.str());
+        CAPTURE(cs);
+        CHECK(vector_round_trip_error(s, DType::f64, 7) <= 1e-11);
+      }
+  // One coefficient (l, m) synthesised under each normalisation: both components scale by that
+  // normalisation's degree factor relative to ortho on the synthesis side (four-pi 1/sqrt(4 pi),
+  // Schmidt sqrt((2l+1)/(4 pi))), as the scalar functions do. The independent fact checked: M and D
+  // carry the same factor.
+  const ShtSpec ortho = make_sht_spec(GridKind::legendre_gauss, 16, 32, {}, {}, Normalization::ortho, true);
+  for (auto [l, m] : {std::pair<int64_t, int64_t>{1, 1}, {3, 2}, {6, 5}, {7, 0}}) {
+    CAPTURE(l);
+    CAPTURE(m);
+    Tensor a = gs::zeros({2, ortho.lmax, ortho.mmax}, DType::c128);
+    a.data<c128>()[l * ortho.mmax + m] = c128(0.7, 0.2);                          // spheroidal
+    a.data<c128>()[(ortho.lmax + l) * ortho.mmax + m] = c128(-0.3, 0.5);          // toroidal
+    const auto ref = rvals(gs::sphere::ivector_sht(a, ortho));
+    for (auto [norm, factor] : {std::pair<Normalization, double>{Normalization::four_pi, 1 / std::sqrt(4 * kPi)},
+                                {Normalization::schmidt, std::sqrt((2.0 * l + 1) / (4 * kPi))}}) {
+      const ShtSpec s = make_sht_spec(GridKind::legendre_gauss, 16, 32, {}, {}, norm, true);
+      auto got = rvals(gs::sphere::ivector_sht(a, s));
+      for (auto& v : got) v /= factor;
+      CHECK(rel_error(got, ref) <= 1e-12);
+    }
+  }
+}
