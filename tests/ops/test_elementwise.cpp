@@ -679,3 +679,53 @@ TEST_CASE("pow: gradients at the edges of the domain follow torch.pow") {
   gs::sum(gs::add(gs::pow(z, 0.0), gs::pow(z, 1.0))).backward();
   CHECK(z.grad().to_vector<double>()[0] == 1.0);
 }
+
+TEST_CASE("gradients at the edges of each op's domain are torch's (0, negative arguments, infinities)") {
+  // torch's backward formulas evaluated at these points (torch 2.x): inf, -inf and NaN where the
+  // formula gives them, the conventions (0 at kinks, ties split evenly) elsewhere.
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  using F = std::function<Tensor(const Tensor&)>;
+  struct Edge {
+    const char* what;
+    F f;
+    double x, grad;
+  };
+  const Edge edges[] = {
+      {"sqrt at 0", [](const Tensor& t) { return gs::sqrt(t); }, 0.0, inf},
+      {"sqrt at -1", [](const Tensor& t) { return gs::sqrt(t); }, -1.0, nan},
+      {"log at 0", [](const Tensor& t) { return gs::log(t); }, 0.0, inf},
+      {"log at -1", [](const Tensor& t) { return gs::log(t); }, -1.0, -1.0},
+      {"rsqrt at 0", [](const Tensor& t) { return gs::rsqrt(t); }, 0.0, -inf},
+      {"abs at 0", [](const Tensor& t) { return gs::abs(t); }, 0.0, 0.0},
+      {"relu at 0", [](const Tensor& t) { return gs::relu(t); }, 0.0, 0.0},
+      {"sign at 0", [](const Tensor& t) { return gs::sign(t); }, 0.0, 0.0},
+      {"tanh at inf", [](const Tensor& t) { return gs::tanh(t); }, inf, 0.0},
+      {"sigmoid at -inf", [](const Tensor& t) { return gs::sigmoid(t); }, -inf, 0.0},
+      {"exp at -inf", [](const Tensor& t) { return gs::exp(t); }, -inf, 0.0},
+      {"erf at inf", [](const Tensor& t) { return gs::erf(t); }, inf, 0.0},
+      {"silu at -inf (0 * -inf)", [](const Tensor& t) { return gs::silu(t); }, -inf, nan},
+      {"gelu at -inf (-inf * 0)", [](const Tensor& t) { return gs::gelu(t); }, -inf, nan},
+      {"pow 0.5 at 0", [](const Tensor& t) { return gs::pow(t, 0.5); }, 0.0, inf},
+      {"pow 2 at 0", [](const Tensor& t) { return gs::pow(t, 2.0); }, 0.0, 0.0},
+      {"1 / x at 0", [](const Tensor& t) { return gs::div(1.0, t); }, 0.0, -inf},
+  };
+  for (const Edge& e : edges) {
+    CAPTURE(e.what);
+    Tensor x = gs::from_vector(std::vector<double>{e.x}).set_requires_grad();
+    gs::sum(e.f(x)).backward();
+    const double g = x.grad().to_vector<double>()[0];
+    if (std::isnan(e.grad)) CHECK(std::isnan(g));
+    else CHECK(g == e.grad);
+  }
+  // Reductions: ties split evenly (torch's max/amax), an all -inf logsumexp gives NaN (exp(-inf + inf)).
+  Tensor m = gs::from_vector(std::vector<double>{1.0, 1.0}).set_requires_grad();
+  gs::sum(gs::max(m)).backward();
+  CHECK(m.grad().to_vector<double>() == std::vector<double>{0.5, 0.5});
+  Tensor l = gs::from_vector(std::vector<double>{-inf, -inf}).set_requires_grad();
+  gs::sum(gs::logsumexp(l)).backward();
+  CHECK(std::isnan(l.grad().to_vector<double>()[0]));
+  // Complex abs at 0: torch's sgn(0) = 0.
+  Tensor z = gs::from_vector(std::vector<c128>{{0, 0}}).set_requires_grad();
+  gs::sum(gs::abs(z)).backward();
+  CHECK(z.grad().to_vector<c128>()[0] == c128(0, 0));
+}
