@@ -1,6 +1,7 @@
 #include "models/module.h"
 
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -130,22 +131,56 @@ void Module::train(bool on) {
 StateDict Module::state_dict() const {
   StateDict out;
   for (auto& p : named_parameters()) out[p.name] = p.tensor.detach();
-  for (auto& b : named_buffers())
-    if (b.kind == BufferKind::mutable_state) out[b.name] = b.tensor.detach();
+  for (auto& b : named_buffers()) out[b.name] = b.tensor.detach();
   return out;
 }
+
+namespace {
+
+// A constant buffer in a state dict must be the one these options build (it is rebuilt, not
+// loaded): the same shape and, to float rounding, the same values (torch computes them in f32).
+void check_constant_buffer(const std::string& type, const std::string& name, const Tensor& mine, const Tensor& src) {
+  GS_CHECK(src.defined() && src.sizes() == mine.sizes(),
+           "{}: load_state_dict: constant buffer '{}' is {} here but the state dict holds {}", type, name,
+           mine.meta_str(), src.meta_str());
+  const auto a = cast_copy(mine, is_complex(mine.dtype()) ? DType::c128 : DType::f64);
+  const auto b = cast_copy(src, a.dtype());
+  double diff = 0, scale = 0;
+  if (is_complex(a.dtype())) {
+    auto va = a.to_vector<c128>(), vb = b.to_vector<c128>();
+    for (size_t k = 0; k < va.size(); ++k) diff = std::max(diff, std::abs(va[k] - vb[k])), scale = std::max(scale, std::abs(va[k]));
+  } else {
+    auto va = a.to_vector<double>(), vb = b.to_vector<double>();
+    for (size_t k = 0; k < va.size(); ++k) {
+      const double d = std::abs(va[k] - vb[k]);
+      diff = std::max(diff, std::isnan(d) ? INFINITY : d);
+      scale = std::max(scale, std::abs(va[k]));
+    }
+  }
+  GS_CHECK(diff <= 1e-5 * std::max(scale, 1.0),
+           "{}: load_state_dict: constant buffer '{}' in the state dict differs from the one these options build "
+           "(largest difference {:.3g}); constant buffers are rebuilt from the model's options, not loaded: check "
+           "the options that define it (image size, embedding width, embedding kind)",
+           type, name, diff);
+}
+
+}  // namespace
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
   std::vector<std::pair<std::string, Tensor>> targets;
   for (auto& p : named_parameters()) targets.emplace_back(p.name, p.tensor);
   for (auto& b : named_buffers())
     if (b.kind == BufferKind::mutable_state) targets.emplace_back(b.name, b.tensor);
+  // Constant buffers are optional (older state dicts leave them out) and only checked.
+  std::map<std::string, Tensor> constants;
+  for (auto& b : named_buffers())
+    if (b.kind == BufferKind::constant) constants[b.name] = b.tensor;
 
   std::vector<std::string> missing, unexpected;
   for (auto& [name, t] : targets)
     if (!state.count(name)) missing.push_back(name);
   for (auto& [name, t] : state) {
-    bool known = false;
+    bool known = constants.count(name) > 0;
     for (auto& tg : targets) known = known || tg.first == name;
     if (!known) unexpected.push_back(name);
   }
@@ -158,10 +193,16 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     auto it = state.find(name);
     if (it == state.end()) continue;
     const Tensor& src = it->second;
-    GS_CHECK(src.defined() && src.sizes() == t.sizes() && src.dtype() == t.dtype(),
+    // One cast is accepted: c64 into c128, exact. torch's model.double() leaves complex parameters
+    // (the spectral weights) c64, so a torch-harmonics state dict saved that way loads into an f64
+    // model unchanged.
+    const bool widening = src.defined() && src.dtype() == DType::c64 && t.dtype() == DType::c128;
+    GS_CHECK(src.defined() && src.sizes() == t.sizes() && (src.dtype() == t.dtype() || widening),
              "{}: load_state_dict: '{}' expects {} but the state dict holds {}", type_name_, name, t.meta_str(),
              src.meta_str());
   }
+  for (auto& [name, t] : constants)
+    if (auto it = state.find(name); it != state.end()) check_constant_buffer(type_name_, name, t, it->second);
   NoGradGuard no_grad;
   for (auto& [name, t] : targets) {
     auto it = state.find(name);

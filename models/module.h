@@ -63,12 +63,17 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  // Parameters and mutable buffers (constant buffers are rebuilt from the configuration). The values
-  // alias the live tensors (detached, as torch's state_dict): clone them to keep a snapshot across
-  // optimizer steps.
+  // Parameters and buffers, constant ones included (as torch's persistent buffers, so a
+  // torch-harmonics model loads gradsphere's state dict strictly and the other way round). The
+  // values alias the live tensors (detached, as torch's state_dict): clone them to keep a snapshot
+  // across optimizer steps.
   StateDict state_dict() const;
-  // Copies values in place under no_grad (versions bump; handles held by the model stay valid).
-  // Shapes and dtypes must match. strict: a missing or an unexpected key is an error that lists them.
+  // Copies parameters and mutable buffers in place under no_grad (versions bump; handles held by
+  // the model stay valid). Shapes and dtypes must match, except that a c64 tensor loads into a c128
+  // parameter (exact; torch's model.double() keeps complex parameters c64). Constant buffers are
+  // rebuilt from the options, not loaded: absent is fine, present must equal the rebuilt value to
+  // float rounding (else an error names the buffer). strict: a missing or an unexpected key is an
+  // error that lists them.
   void load_state_dict(const StateDict& state, bool strict = true);
   // Drops every parameter's .grad.
   void zero_grad();

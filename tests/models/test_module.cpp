@@ -139,10 +139,10 @@ TEST_CASE("module: a sub-module registered twice (tied weights) lists its tensor
   CHECK(names_of(root->named_parameters()) == std::vector<std::string>{"first.weight", "first.bias"});
   CHECK(root->named_buffers().size() == 2);
   CHECK(root->num_parameters() == 9);
-  CHECK(root->state_dict().size() == 3);  // weight, bias, running
+  CHECK(root->state_dict().size() == 4);  // weight, bias, table, running
 }
 
-TEST_CASE("module: constant buffers refuse writes and stay out of the state dict; mutable ones are in it") {
+TEST_CASE("module: constant buffers refuse writes; the state dict holds them (checked on load, not written)") {
   Tree t;
   const std::string err = error_of([&] { add_(t.enc->table, 1.0); });
   CHECK(contains(err, "read-only"));
@@ -159,10 +159,20 @@ TEST_CASE("module: constant buffers refuse writes and stay out of the state dict
   CHECK(t.enc->running.to_vector<double>() == std::vector<double>{2, 2, 2});
 
   StateDict sd = t.root->state_dict();
-  CHECK(sd.size() == 7 + 3);
+  CHECK(sd.size() == 7 + 3 + 3);
   CHECK(sd.count("enc.running"));
   CHECK(sd.count("dec.leaf.inner.running"));
-  CHECK(!sd.count("enc.table"));
+  CHECK(sd.count("enc.table"));
+  // Loading checks a constant buffer against the one the options build; it never writes it.
+  Tree other;
+  other.root->load_state_dict(sd);
+  StateDict without = sd;
+  without.erase("enc.table");
+  other.root->load_state_dict(without);  // older state dicts without constants load too
+  StateDict wrong = sd;
+  wrong["enc.table"] = add(sd.at("enc.table"), 1.0);
+  CHECK(contains(error_of([&] { other.root->load_state_dict(wrong); }),
+                 "constant buffer 'enc.table' in the state dict differs from the one these options build"));
   CHECK(sd.at("enc.running").to_vector<double>() == std::vector<double>{2, 2, 2});
   // Values are detached handles on the live storage.
   CHECK(!sd.at("enc.weight").requires_grad());

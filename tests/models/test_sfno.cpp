@@ -477,3 +477,31 @@ TEST_CASE("layers: ParameterSubstitution reads substitutes and restores the para
   CHECK(contains(error_of([&] { ParameterSubstitution s(m, {{"encoder.9.weight", w}}); }), "has no parameter 'encoder.9.weight'"));
   CHECK(contains(error_of([&] { ParameterSubstitution s(m, {{"encoder.0.weight", zeros({1})}}); }), "the substitute is"));
 }
+
+TEST_CASE("SFNO: state dicts move to and from torch-harmonics' key set (position embeddings, c64 weights)") {
+  for (const char* pe : {"sequence", "spectral"}) {
+    CAPTURE(pe);
+    SfnoOptions o = tiny_options(DType::f64);
+    o.pos_embed = pe;
+    SFNO m(o);
+    StateDict sd = m.state_dict();
+    // torch-harmonics registers the embedding as a persistent buffer: it is in both key sets.
+    REQUIRE(sd.count("pos_embed.position_embeddings"));
+    SFNO m2(o);
+    m2.load_state_dict(sd);  // strict
+    // A state dict saved after torch's model.double(): real tensors f64, complex ones still c64.
+    StateDict as_torch_double;
+    for (auto& [k, v] : sd) as_torch_double[k] = is_complex(v.dtype()) ? cast_copy(v, DType::c64) : v;
+    SFNO m3(o);
+    m3.load_state_dict(as_torch_double);
+    for (auto& p : m3.named_parameters()) {
+      if (!is_complex(p.tensor.dtype())) continue;
+      CHECK(p.tensor.dtype() == DType::c128);
+      CHECK(max_abs_diff(p.tensor, cast_copy(as_torch_double.at(p.name), DType::c128)) == 0.0);
+    }
+  }
+  // The reverse cast (c128 into a c64 parameter) loses digits and stays an error.
+  SFNO f32(tiny_options(DType::f32)), f64(tiny_options(DType::f64));
+  StateDict sd64 = f64.state_dict();
+  CHECK(contains(error_of([&] { f32.load_state_dict(sd64); }), "expects f32"));
+}
