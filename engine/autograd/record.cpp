@@ -7,6 +7,12 @@ namespace gs {
 
 namespace {
 
+// Where `view` sits in its base's storage.
+ViewRelation relation_of(const Tensor& view, const Tensor& base) {
+  return {base.sizes(), base.strides(), base.offset(), base.dtype(),
+          view.sizes(), view.strides(), view.offset(), view.dtype()};
+}
+
 // PyTorch's view semantics: a view whose storage changed since its autograd state was set (its
 // base gained history through an in-place op, or was rebased by one, or an optimizer stepped the
 // leaf it views) gets its history regenerated from the base's current one on its next use: a node
@@ -14,11 +20,6 @@ namespace {
 // base was a plain tensor would silently stay a constant after the base gained history.
 // Skipped for detach() aliases, for views made while not recording (as torch's no-grad views), and
 // when the base's own history is stale (the use then fails with the error of check_history_current).
-ViewRelation relation_of(const Tensor& view, const Tensor& base) {
-  return {base.sizes(), base.strides(), base.offset(), base.dtype(),
-          view.sizes(), view.strides(), view.offset(), view.dtype()};
-}
-
 void refresh_view_history(const Tensor& t) {
   TensorImpl* impl = t.impl();
   if (!impl || !impl->view_base || impl->detached_alias || !impl->view_made_recording) return;
