@@ -95,14 +95,12 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op, const Co
            comm.describe(), a.meta_str(), b.meta_str());
 }
 
-void check_writable_recv(const Tensor& t, const char* op) { check_writable(t, op); }
-
 }  // namespace
 
 WorkHandle Communicator::all_reduce_async(const Tensor& t, ReduceOp op) {
   check_buffer(t, "all_reduce", "reduced", *this);
   check_reduce(t.dtype(), op, "all_reduce", *this);
-  check_writable_recv(t, "all_reduce");
+  check_writable(t, "all_reduce");
   auto c = begin(fmt::format("all_reduce({}) {} x {}", reduce_op_name(op), dtype_name(t.dtype()), t.numel()));
   auto w = start_all_reduce(c, t, op);
   bump_version(t);
@@ -118,7 +116,7 @@ WorkHandle Communicator::all_gather_async(const Tensor& send, const Tensor& recv
            describe(), send.numel(), rank(), counts[rank()]);
   GS_CHECK(recv.numel() == total(counts), "all_gather on {}: recv holds {} elements but the counts add up to {}",
            describe(), recv.numel(), total(counts));
-  check_writable_recv(recv, "all_gather");
+  check_writable(recv, "all_gather");
   auto c = begin(fmt::format("all_gather {} x {}", dtype_name(send.dtype()), total(counts)));
   auto w = start_all_gather(c, send, recv, counts);
   bump_version(recv);
@@ -136,7 +134,7 @@ WorkHandle Communicator::reduce_scatter_async(const Tensor& send, const Tensor& 
            describe(), send.numel(), total(counts));
   GS_CHECK(recv.numel() == counts[rank()], "reduce_scatter on {}: recv holds {} elements but counts[{}] is {}",
            describe(), recv.numel(), rank(), counts[rank()]);
-  check_writable_recv(recv, "reduce_scatter");
+  check_writable(recv, "reduce_scatter");
   auto c = begin(fmt::format("reduce_scatter({}) {} x {}", reduce_op_name(op), dtype_name(send.dtype()), total(counts)));
   auto w = start_reduce_scatter(c, send, recv, counts, op);
   bump_version(recv);
@@ -156,7 +154,7 @@ WorkHandle Communicator::all_to_all_async(const Tensor& send, const std::vector<
   GS_CHECK(recv.numel() == total(recv_counts),
            "all_to_all on {}: recv holds {} elements but recv_counts add up to {}", describe(), recv.numel(),
            total(recv_counts));
-  check_writable_recv(recv, "all_to_all");
+  check_writable(recv, "all_to_all");
   auto c = begin(fmt::format("all_to_all {} (this rank sends {})", dtype_name(send.dtype()), total(send_counts)),
                  fmt::format("all_to_all {}", dtype_name(send.dtype())));
   auto w = start_all_to_all(c, send, send_counts, recv, recv_counts);
@@ -168,7 +166,7 @@ WorkHandle Communicator::broadcast_async(const Tensor& t, int root) {
   check_buffer(t, "broadcast", "broadcast", *this);
   GS_CHECK(root >= 0 && root < size(), "broadcast on {}: root {} is not a rank of the group (0..{})", describe(), root,
            size() - 1);
-  if (rank() != root) check_writable_recv(t, "broadcast");
+  if (rank() != root) check_writable(t, "broadcast");
   auto c = begin(fmt::format("broadcast(root {}) {} x {}", root, dtype_name(t.dtype()), t.numel()));
   auto w = start_broadcast(c, t, root);
   if (rank() != root) bump_version(t);
@@ -182,7 +180,7 @@ void Communicator::exchange(const std::vector<PeerTransfer>& legs, int tag) {
     if (leg.send.defined()) check_buffer(leg.send, "exchange", "send", *this);
     if (leg.recv.defined()) {
       check_buffer(leg.recv, "exchange", "recv", *this);
-      check_writable_recv(leg.recv, "exchange");
+      check_writable(leg.recv, "exchange");
     }
   }
   Call c{fmt::format("exchange (tag {}, {} peers)", tag, legs.size()), calls_, {}};

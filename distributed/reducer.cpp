@@ -32,7 +32,7 @@ struct Bucket {
   WorkHandle work;
 };
 
-void check_parameters(const ProcessGrid& grid, const std::vector<ReducedParameter>& params) {
+void check_parameters(const std::vector<ReducedParameter>& params) {
   for (size_t i = 0; i < params.size(); ++i) {
     const auto& p = params[i];
     GS_CHECK(p.tensor.defined() && p.tensor.is_leaf() && p.tensor.requires_grad(),
@@ -48,7 +48,6 @@ void check_parameters(const ProcessGrid& grid, const std::vector<ReducedParamete
       GS_CHECK(!params[j].tensor.is_same(p.tensor), "GradientReducer: parameters '{}' and '{}' are the same tensor",
                params[j].name, p.name);
   }
-  (void)grid;
 }
 
 }  // namespace
@@ -204,7 +203,7 @@ struct GradientReducer::State : std::enable_shared_from_this<State> {
 GradientReducer::GradientReducer(ProcessGrid grid, std::vector<ReducedParameter> params, ReducerOptions options)
     : state_(std::make_shared<State>()) {
   GS_CHECK(options.bucket_bytes > 0, "GradientReducer: expected bucket_bytes > 0");
-  check_parameters(grid, params);
+  check_parameters(params);
   state_->grid = std::move(grid);
   state_->params = std::move(params);
   state_->options = options;

@@ -62,8 +62,8 @@ void check_replicated(const Tensor& t, Communicator& comm, const std::string& wh
   for (int r = 1; r < comm.size(); ++r)
     if (d[r] > d[worst_rank]) worst_rank = r;
   fail("replica checker: {} is declared replicated over group '{}' but ranks 0 and {} hold different values "
-       "(largest difference {:.6g}, on rank {} of the group; {} dtype {})",
-       what, comm.name(), differing, d[worst_rank], worst_rank, t.meta_str(), dtype_name(t.dtype()));
+       "(largest difference {:.6g}, on rank {} of the group; the tensor is {})",
+       what, comm.name(), differing, d[worst_rank], worst_rank, t.meta_str());
 }
 
 }  // namespace gs::dist

@@ -15,7 +15,6 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/record.h"
 #include "engine/factory.h"
-#include "ops/kernels.h"
 #include "ops/registry.h"
 #include "ops/view.h"
 
@@ -118,7 +117,7 @@ Tensor move_values(const Tensor& x, const ViewRelation& r, bool to_base) {
     else route<T, false>(v, from, to, L.lo, L.extent, out.data<T>());
   });
   Tensor result = to_base ? from_units(out, r.base_sizes, r.base_dtype) : from_units(out, r.view_sizes, r.view_dtype);
-  return kernels::own_result(contiguous_copy(result, true));
+  return contiguous_copy(result, true);
 }
 
 }  // namespace
