@@ -36,6 +36,9 @@ LegendreSpec legendre_spec_of(const LegendreTableKey& key, int64_t nlat) {
 
 void check_key(const LegendreTableKey& key) {
   GS_CHECK(is_floating(key.dtype), "Legendre table: expected dtype f32 or f64, got {}", dtype_name(key.dtype));
+  GS_CHECK(key.m_begin >= 0 && key.m_begin < key.order_end() && key.order_end() <= key.mmax,
+           "Legendre table: expected orders 0 <= m_begin < m_end <= mmax = {}, got [{}, {})", key.mmax, key.m_begin,
+           key.order_end());
   validate(legendre_spec_of(key, key.nlat));
 }
 
@@ -80,15 +83,16 @@ struct OrderRows {
 
 template <typename T>
 void fill_table(LegendreTable& t, const std::function<std::vector<double>(int64_t)>& raw_order) {
-  const int64_t mmax = t.key.mmax, lmax = t.key.lmax, lanes = t.lanes, n_even = t.n_even;
-  const int64_t n_blocks = (mmax + lanes - 1) / lanes;
+  const int64_t mb = t.key.m_begin, me = t.key.order_end(), count = t.key.order_count();
+  const int64_t lmax = t.key.lmax, lanes = t.lanes, n_even = t.n_even;
+  const int64_t n_blocks = (count + lanes - 1) / lanes;
   // Each order on its own (work ~ lmax - m: dynamic scheduling balances it); the layout depends
-  // on the rows each order keeps, so it is known only when all are done.
-  std::vector<OrderRows<T>> orders(static_cast<size_t>(mmax));
+  // on the rows each order keeps, so it is known only when all are done. Indexed by m - mb.
+  std::vector<OrderRows<T>> orders(static_cast<size_t>(count));
   std::atomic<int64_t> bad_order{-1};  // an order whose block had the wrong size (reported after the loop)
   std::atomic<size_t> bad_size{0};
 #pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t m = 0; m < mmax; ++m) {
+  for (int64_t m = mb; m < me; ++m) {
     std::vector<double> raw = raw_order(m);
     if (raw.size() != static_cast<size_t>((lmax - m) * n_even)) {
       bad_size = raw.size();
@@ -96,7 +100,7 @@ void fill_table(LegendreTable& t, const std::function<std::vector<double>(int64_
       continue;
     }
     const OrderValues ov = clean_order(std::move(raw), t.key, t.parity, n_even, t.n_odd, m);
-    OrderRows<T>& o = orders[static_cast<size_t>(m)];
+    OrderRows<T>& o = orders[static_cast<size_t>(m - mb)];
     o.first_row = ov.first_row;
     const int64_t w = n_even - o.first_row;
     o.v.resize(static_cast<size_t>((lmax - m) * w));
@@ -106,24 +110,25 @@ void fill_table(LegendreTable& t, const std::function<std::vector<double>(int64_
   }
   GS_CHECK(bad_order < 0, "Legendre table ({}): expected (lmax - m) * n_even = {} values for order {}, got {}",
            t.key.str(), (lmax - bad_order) * n_even, bad_order.load(), bad_size.load());
-  t.first_row.resize(static_cast<size_t>(mmax));
+  t.first_row.resize(static_cast<size_t>(count));
   t.block_first_row.assign(static_cast<size_t>(n_blocks), n_even);
   t.block_offset.resize(static_cast<size_t>(n_blocks));
   int64_t total = 0;
   for (int64_t k = 0; k < n_blocks; ++k) {
     const size_t ks = static_cast<size_t>(k);
-    for (int64_t m = k * lanes; m < std::min(mmax, (k + 1) * lanes); ++m) {
-      t.first_row[static_cast<size_t>(m)] = orders[static_cast<size_t>(m)].first_row;
-      t.block_first_row[ks] = std::min(t.block_first_row[ks], t.first_row[static_cast<size_t>(m)]);
+    for (int64_t i = k * lanes; i < std::min(count, (k + 1) * lanes); ++i) {
+      t.first_row[static_cast<size_t>(i)] = orders[static_cast<size_t>(i)].first_row;
+      t.block_first_row[ks] = std::min(t.block_first_row[ks], t.first_row[static_cast<size_t>(i)]);
     }
     t.block_offset[ks] = total;
-    total += (lmax - k * lanes) * t.width(k) * lanes;
+    total += std::max<int64_t>(0, lmax - t.block_order(k)) * t.width(k) * lanes;
   }
   t.values = zeros({total + lanes}, t.key.dtype);
   T* out = t.values.data<T>();
-  for (int64_t m = 0; m < mmax; ++m) {
-    OrderRows<T>& o = orders[static_cast<size_t>(m)];
-    const int64_t k = m / lanes, m0 = k * lanes, js = t.block_first_row[static_cast<size_t>(k)], w = t.width(k);
+  for (int64_t m = mb; m < me; ++m) {
+    OrderRows<T>& o = orders[static_cast<size_t>(m - mb)];
+    const int64_t k = (m - mb) / lanes, m0 = t.block_order(k), js = t.block_first_row[static_cast<size_t>(k)],
+                  w = t.width(k);
     const int64_t ow = n_even - o.first_row;
     T* block = out + t.block_offset[static_cast<size_t>(k)];
     for (int64_t l = m; l < lmax; ++l)
@@ -177,10 +182,17 @@ Cache& cache() {
 }  // namespace
 
 std::string LegendreTableKey::str() const {
-  return fmt::format("{}, nlat {}, lmax {}, mmax {}, {}{}, {}, {}", grid_name(grid), nlat, lmax, mmax,
+  return fmt::format("{}, nlat {}, lmax {}, mmax {}{}, {}{}, {}, {}", grid_name(grid), nlat, lmax, mmax,
+                     all_orders() ? std::string() : fmt::format(" (orders {} .. {})", m_begin, order_end() - 1),
                      normalization_name(norm), csphase ? ", csphase" : ", no csphase",
                      kind == LegendreTableKind::analysis ? "analysis (quadrature weights folded in)" : "synthesis",
                      dtype_name(dtype));
+}
+
+LegendreTableKey LegendreTableKey::canonical() const {
+  LegendreTableKey k = *this;
+  if (k.m_end == k.mmax) k.m_end = -1;
+  return k;
 }
 
 double LegendreTable::negligible(DType dtype) {
@@ -191,11 +203,13 @@ double LegendreTable::negligible(DType dtype) {
 std::shared_ptr<const LegendreTable> make_blocked_table(const LegendreTableKey& key, int parity,
                                                        const std::function<std::vector<double>(int64_t)>& raw_order,
                                                        const std::string& read_only_reason) {
-  GS_CHECK(is_floating(key.dtype) && key.nlat >= 1 && key.mmax >= 1 && key.mmax <= key.lmax && (parity == 0 || parity == 1),
-           "Legendre table: expected dtype f32/f64, nlat >= 1, 1 <= mmax <= lmax and parity 0 or 1, got {} (parity {})",
+  GS_CHECK(is_floating(key.dtype) && key.nlat >= 1 && key.mmax >= 1 && key.mmax <= key.lmax && (parity == 0 || parity == 1) &&
+               key.m_begin >= 0 && key.m_begin < key.order_end() && key.order_end() <= key.mmax,
+           "Legendre table: expected dtype f32/f64, nlat >= 1, 1 <= mmax <= lmax, orders within [0, mmax) and parity "
+           "0 or 1, got {} (parity {})",
            key.str(), parity);
   auto t = std::make_shared<LegendreTable>();
-  t->key = key;
+  t->key = key.canonical();
   t->n_even = (key.nlat + 1) / 2;
   t->n_odd = key.nlat / 2;
   t->lanes = LegendreTable::lanes_for(key.dtype);
@@ -210,14 +224,16 @@ int64_t LegendreTable::lanes_for(DType dtype) { return dtype == DType::f32 ? 8 :
 size_t LegendreTable::estimated_bytes(const LegendreTableKey& key) {
   const int64_t lanes = lanes_for(key.dtype), n_even = (key.nlat + 1) / 2;
   int64_t entries = lanes;  // the padding
-  for (int64_t m0 = 0; m0 < key.mmax; m0 += lanes) entries += std::max<int64_t>(0, key.lmax - m0) * n_even * lanes;
+  for (int64_t m0 = key.m_begin; m0 < key.order_end(); m0 += lanes)
+    entries += std::max<int64_t>(0, key.lmax - m0) * n_even * lanes;
   return static_cast<size_t>(entries) * dtype_size(key.dtype);
 }
 
 int64_t LegendreTable::index(int64_t m, int64_t l, int64_t j) const {
-  if (m < 0 || m >= key.mmax || l < m || l >= key.lmax || j < first_row[static_cast<size_t>(m)] || j >= n_even)
+  if (m < key.m_begin || m >= key.order_end() || l < m || l >= key.lmax ||
+      j < first_row[static_cast<size_t>(m - key.m_begin)] || j >= n_even)
     return -1;
-  const int64_t k = m / lanes, m0 = k * lanes, js = block_first_row[static_cast<size_t>(k)];
+  const int64_t k = (m - key.m_begin) / lanes, m0 = block_order(k), js = block_first_row[static_cast<size_t>(k)];
   return block_offset[static_cast<size_t>(k)] + ((l - m0) * width(k) + (j - js)) * lanes + (m - m0);
 }
 
@@ -225,7 +241,8 @@ size_t LegendreTable::nbytes() const {
   return values.defined() ? static_cast<size_t>(values.numel()) * dtype_size(values.dtype()) : 0;
 }
 
-std::shared_ptr<const LegendreTable> legendre_table_cached(const LegendreTableKey& key) {
+std::shared_ptr<const LegendreTable> legendre_table_cached(const LegendreTableKey& requested) {
+  const LegendreTableKey key = requested.canonical();
   check_key(key);
   Cache& c = cache();
   std::promise<std::shared_ptr<const LegendreTable>> promise;
@@ -262,6 +279,7 @@ std::shared_ptr<const LegendreTable> legendre_table_cached(const LegendreTableKe
 
 std::vector<double> legendre_reference_table(const LegendreTableKey& key) {
   check_key(key);
+  GS_CHECK(key.all_orders(), "legendre_reference_table: expected a key of every order, got {}", key.str());
   const Quadrature q = make_quadrature(key.grid, key.nlat);
   const LegendreSpec spec = legendre_spec_of(key, key.nlat);
   std::vector<double> table = legendre_table(spec, q.cos_theta);

@@ -34,8 +34,19 @@ struct LegendreTableKey {
   bool csphase = true;
   LegendreTableKind kind = LegendreTableKind::synthesis;
   DType dtype = DType::f64;  // f32 or f64: the real dtype of the data it multiplies
+  // The orders the table holds, [m_begin, m_end) of 0 .. mmax - 1 (m_end = -1: up to mmax). A
+  // process that holds a block of the orders (the distributed SHT) builds only its slice; the data
+  // a sliced table multiplies has order_count() columns, the first being order m_begin. Values do
+  // not depend on the slice: a sliced contraction equals the full one's columns bitwise.
+  int64_t m_begin = 0;
+  int64_t m_end = -1;
 
   auto operator<=>(const LegendreTableKey&) const = default;
+  int64_t order_end() const { return m_end < 0 ? mmax : m_end; }
+  int64_t order_count() const { return order_end() - m_begin; }
+  bool all_orders() const { return m_begin == 0 && order_end() == mmax; }
+  // The same key with m_end = -1 when it covers every order (so equal tables share one entry).
+  LegendreTableKey canonical() const;
   // "legendre-gauss, nlat 64, lmax 64, mmax 33, ortho, csphase, analysis (weights folded in), f32"
   std::string str() const;
 };
@@ -49,7 +60,8 @@ struct LegendreTableKey {
 // subnormal numbers, and their 100-cycle arithmetic, out of the kernels), and first_row[m] is the
 // first northern row where order m keeps anything.
 //
-// Layout: orders are grouped in blocks of `lanes` consecutive m (lanes = the complex values of one
+// Layout (orders counted from key.m_begin, 0 for a full table; m0 below is key.m_begin + k * lanes):
+// orders are grouped in blocks of `lanes` consecutive m (lanes = the complex values of one
 // 512-bit register: 4 in f64, 8 in f32), because the SHT kernels (sht.cpp) hold one block's orders
 // side by side in a register, where the data (..., rows, mmax) already has them. Block k covers
 // m0 = k * lanes .. m0 + lanes - 1, its rows j = js .. n_even - 1 with js = block_first_row[k] (the
@@ -65,7 +77,7 @@ struct LegendreTable {
   // 0: T_l^m(-x) = (-1)^{l-m} T_l^m(x), as Pbar (and m Pbar / sin theta); 1: the opposite sign, as
   // dPbar/dtheta (the vector SHT's tables). Functions odd about the equator are 0 on it.
   int parity = 0;
-  std::vector<int64_t> first_row;        // mmax entries: northern rows j < first_row[m] are zero for order m
+  std::vector<int64_t> first_row;        // order_count entries: rows j < first_row[m - m_begin] are zero for order m
   std::vector<int64_t> block_first_row;  // per block: the smallest first_row of its orders
   std::vector<int64_t> block_offset;     // per block: element offset in values
   Tensor values;                         // read-only storage
@@ -80,6 +92,8 @@ struct LegendreTable {
 
   int64_t blocks() const { return static_cast<int64_t>(block_offset.size()); }
   int64_t width(int64_t block) const { return n_even - block_first_row[static_cast<size_t>(block)]; }
+  // The first order of block k.
+  int64_t block_order(int64_t block) const { return key.m_begin + block * lanes; }
   // The element index of (m, l, northern row j), or -1 where nothing is stored (the value is 0).
   int64_t index(int64_t m, int64_t l, int64_t j) const;
   size_t nbytes() const;
@@ -94,7 +108,7 @@ struct LegendreTable {
 // graph) keep their storage alive after a clear; a later lookup then builds a new table.
 std::shared_ptr<const LegendreTable> legendre_table_cached(const LegendreTableKey& key);
 
-// A table in the layout above from f64 values given per order: raw_order(m) returns the
+// A table in the layout above from f64 values given per order (the key's orders only): raw_order(m) returns the
 // (lmax - m, n_even) block of order m on the northern rows (degree-major), already weighted.
 // Negligible values are zeroed and first rows found as for the SHT's tables; the storage is
 // read-only with `read_only_reason` as the message. For tables of other functions with the same

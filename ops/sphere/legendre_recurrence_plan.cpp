@@ -175,6 +175,9 @@ LegendrePath set_legendre_path(LegendrePath path) { return g_path.exchange(path)
 LegendrePath legendre_path() { return g_path.load(); }
 
 bool use_recurrence(const LegendreTableKey& key, int64_t batch) {
+  // The recurrence kernels run over every order; a slice of them (a process's block of m in the
+  // distributed SHT) always takes its sliced table.
+  if (!key.all_orders()) return false;
   switch (legendre_path()) {
     case LegendrePath::table: return false;
     case LegendrePath::recurrence: return true;

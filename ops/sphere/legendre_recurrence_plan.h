@@ -22,7 +22,8 @@ LegendrePath set_legendre_path(LegendrePath path);
 LegendrePath legendre_path();
 
 // Whether a contraction with table `key` on `batch` fields runs on the fly: the setting if forced,
-// else the rule of NOTES.md ("On-the-fly path"), which depends on the table's size per field.
+// else the rule of NOTES.md ("On-the-fly path"), which depends on the table's size per field. A
+// key of a slice of the orders always takes the table path.
 bool use_recurrence(const LegendreTableKey& key, int64_t batch);
 
 // What the recurrence needs for one table key (RecurrencePlan below), O(lmax * mmax + mmax * nlat)

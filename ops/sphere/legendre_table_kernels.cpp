@@ -91,25 +91,27 @@ template <typename T>
 struct BlockRef {
   const T* tab;     // the block's values: ((l - m0) * width + (j - js)) * kOrders + (m - m0)
   int64_t m0;       // first order
+  int64_t col;      // its column in the data (m0 - the table's m_begin)
   int count;        // orders of the block that exist (< kOrders only for the last block)
   int64_t js;       // first stored northern row
   int64_t width;    // stored rows
-  int64_t nlat, lmax, mmax, n_even, equator;  // equator = the equator row, or -1 (even nlat)
+  int64_t nlat, lmax, stride, n_even, equator;  // stride: the data's columns; equator: its row, or -1 (even nlat)
   int parity;       // LegendreTable::parity: 1 swaps the roles of the even and odd combinations
   const T* t(int64_t l, int64_t j) const { return tab + ((l - m0) * width + (j - js)) * kOrders<T>; }
 };
 
 template <typename T>
 BlockRef<T> block_ref(const LegendreTable& tab, const T* values, int64_t k) {
-  const int64_t nlat = tab.key.nlat, mmax = tab.key.mmax, m0 = k * tab.lanes;
+  const int64_t nlat = tab.key.nlat, stride = tab.key.order_count(), col = k * tab.lanes;
   return {values + tab.block_offset[static_cast<size_t>(k)],
-          m0,
-          static_cast<int>(std::min<int64_t>(tab.lanes, mmax - m0)),
+          tab.block_order(k),
+          col,
+          static_cast<int>(std::min<int64_t>(tab.lanes, stride - col)),
           tab.block_first_row[static_cast<size_t>(k)],
           tab.width(k),
           nlat,
           tab.key.lmax,
-          mmax,
+          stride,
           tab.n_even,
           nlat % 2 == 1 ? nlat / 2 : -1,
           tab.parity};
@@ -127,11 +129,11 @@ template <typename T, bool Full, int NB>
 void fill_chunk(const BlockRef<T>& k, const std::complex<T>* X, int64_t b0, RowChunk<T>& c) {
   const Vec<T> sigma = lane_signs<T>();
   for (int f = 0; f < NB; ++f) {
-    const std::complex<T>* xf = X + (b0 + f) * k.nlat * k.mmax + k.m0;
+    const std::complex<T>* xf = X + (b0 + f) * k.nlat * k.stride + k.col;
     for (int64_t r = 0; r < c.rows; ++r) {
       const int64_t j = c.j0 + r;
-      const Vec<T> xn = load<Full>(xf + j * k.mmax, k.count);
-      const Vec<T> xs = j == k.equator ? Vec<T>{} : load<Full>(xf + (k.nlat - 1 - j) * k.mmax, k.count);
+      const Vec<T> xn = load<Full>(xf + j * k.stride, k.count);
+      const Vec<T> xs = j == k.equator ? Vec<T>{} : load<Full>(xf + (k.nlat - 1 - j) * k.stride, k.count);
       c.d[f][0][r] = xn + sigma * xs;
       c.d[f][1][r] = xn - sigma * xs;
     }
@@ -145,10 +147,10 @@ template <typename T, int NB>
 void prefetch_chunk(const BlockRef<T>& k, const std::complex<T>* X, int64_t b0, int64_t j0) {
   const int64_t rows = std::min<int64_t>(kChunkRows, k.n_even - j0);
   for (int f = 0; f < NB; ++f) {
-    const std::complex<T>* xf = X + (b0 + f) * k.nlat * k.mmax + k.m0;
+    const std::complex<T>* xf = X + (b0 + f) * k.nlat * k.stride + k.col;
     for (int64_t r = 0; r < rows; ++r) {
-      __builtin_prefetch(xf + (j0 + r) * k.mmax);
-      __builtin_prefetch(xf + (k.nlat - 1 - j0 - r) * k.mmax);
+      __builtin_prefetch(xf + (j0 + r) * k.stride);
+      __builtin_prefetch(xf + (k.nlat - 1 - j0 - r) * k.stride);
     }
   }
 }
@@ -160,7 +162,7 @@ void degree_tile(const BlockRef<T>& k, const RowChunk<T>& c, bool first, std::co
   Vec<T> acc[ND][NB];
   for (int d = 0; d < ND; ++d)
     for (int f = 0; f < NB; ++f)
-      acc[d][f] = first ? Vec<T>{} : load<Full>(A + ((b0 + f) * k.lmax + l0 + d) * k.mmax + k.m0, k.count);
+      acc[d][f] = first ? Vec<T>{} : load<Full>(A + ((b0 + f) * k.lmax + l0 + d) * k.stride + k.col, k.count);
   const T* t0 = k.t(l0, c.j0);
   const int64_t t_stride = k.width * kOrders<T>;  // from one degree to the next
   for (int64_t r = 0; r < c.rows; ++r) {
@@ -174,7 +176,7 @@ void degree_tile(const BlockRef<T>& k, const RowChunk<T>& c, bool first, std::co
     }
   }
   for (int d = 0; d < ND; ++d)
-    for (int f = 0; f < NB; ++f) store<Full>(A + ((b0 + f) * k.lmax + l0 + d) * k.mmax + k.m0, acc[d][f], k.count);
+    for (int f = 0; f < NB; ++f) store<Full>(A + ((b0 + f) * k.lmax + l0 + d) * k.stride + k.col, acc[d][f], k.count);
 }
 
 // X[b0 .. b0+NB, rows j0 .. j0+NR and their mirrors, block] from the degrees of A.
@@ -185,7 +187,7 @@ void latitude_tile(const BlockRef<T>& k, const std::complex<T>* A, std::complex<
   auto step = [&](int64_t deg, Vec<T>(&s)[NR][NB]) {
     Vec<T> a[NB];
 #pragma GCC unroll 8
-    for (int f = 0; f < NB; ++f) a[f] = load<Full>(A + ((b0 + f) * k.lmax + deg) * k.mmax + k.m0, k.count);
+    for (int f = 0; f < NB; ++f) a[f] = load<Full>(A + ((b0 + f) * k.lmax + deg) * k.stride + k.col, k.count);
     const T* t = k.t(deg, j0);
 #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
@@ -203,9 +205,9 @@ void latitude_tile(const BlockRef<T>& k, const std::complex<T>* A, std::complex<
   for (int r = 0; r < NR; ++r) {
     const int64_t j = j0 + r;
     for (int f = 0; f < NB; ++f) {
-      std::complex<T>* xf = X + (b0 + f) * k.nlat * k.mmax + k.m0;
-      store<Full>(xf + j * k.mmax, sa[r][f] + sb[r][f], k.count);
-      if (j != k.equator) store<Full>(xf + (k.nlat - 1 - j) * k.mmax, mirror * (sa[r][f] - sb[r][f]), k.count);
+      std::complex<T>* xf = X + (b0 + f) * k.nlat * k.stride + k.col;
+      store<Full>(xf + j * k.stride, sa[r][f] + sb[r][f], k.count);
+      if (j != k.equator) store<Full>(xf + (k.nlat - 1 - j) * k.stride, mirror * (sa[r][f] - sb[r][f]), k.count);
     }
   }
 }
@@ -226,12 +228,12 @@ void for_tiles(int64_t begin, int64_t end, Fn&& fn) {
   }
 }
 
-// Zeroes rows [r0, r1) of the block's orders in every field of out (batch, rows, mmax).
+// Zeroes rows [r0, r1) of the block's orders in every field of out (batch, rows, stride).
 template <typename T>
 void zero_rows(const BlockRef<T>& k, std::complex<T>* out, int64_t rows, int64_t r0, int64_t r1, int64_t batch) {
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t r = r0; r < r1; ++r) {
-      std::complex<T>* p = out + (b * rows + r) * k.mmax + k.m0;
+      std::complex<T>* p = out + (b * rows + r) * k.stride + k.col;
       if (k.count == kOrders<T>) store<true>(p, Vec<T>{}, k.count);
       else store<false>(p, Vec<T>{}, k.count);
     }
@@ -261,7 +263,7 @@ void to_degree_block(const BlockRef<T>& k, const std::complex<T>* X, std::comple
   // so a NaN in X would leak into entries that must stay zero. Set them exactly.
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t l = k.m0; l < std::min<int64_t>(k.m0 + k.count - 1, k.lmax); ++l)
-      for (int64_t m = l + 1; m < k.m0 + k.count; ++m) A[(b * k.lmax + l) * k.mmax + m] = std::complex<T>{};
+      for (int64_t m = l + 1; m < k.m0 + k.count; ++m) A[(b * k.lmax + l) * k.stride + k.col + (m - k.m0)] = std::complex<T>{};
 }
 
 template <typename T>
@@ -283,7 +285,7 @@ template <typename T, typename Fn>
 void for_blocks(const LegendreTable& tab, int64_t batch, Fn&& block) {
   const T* values = tab.values.template data<T>();
   const int64_t n = tab.blocks();
-  const bool parallel = !omp_in_parallel() && batch * tab.key.nlat * tab.key.lmax * tab.key.mmax / 4 >= kSerialWork;
+  const bool parallel = !omp_in_parallel() && batch * tab.key.nlat * tab.key.lmax * tab.key.order_count() / 4 >= kSerialWork;
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int64_t k = 0; k < n; ++k) block(block_ref<T>(tab, values, k));
 }

@@ -4,6 +4,8 @@
 //
 //   to_degree:   A (B, lmax, mmax) [l,m] = sum_j T_m[l,j] X (B, nlat, mmax) [j,m]   (0 where l < m)
 //   to_latitude: X (B, nlat, mmax) [j,m] = sum_{l>=m} T_m[l,j] A (B, lmax, mmax) [l,m]
+// For a table of a slice of the orders (LegendreTableKey::m_begin, m_end) the data has the slice's
+// columns only (mmax above is then order_count()).
 //
 // Both read and write the data in place, with no packing: a register holds one block of the
 // table's orders (4 complex f64 or 8 complex f32 values of consecutive m, as they lie in the data),

@@ -36,6 +36,7 @@
 namespace gs::sphere {
 namespace {
 
+using detail::check_order_block;
 using detail::check_spec;
 using detail::Direction;
 using detail::flip;
@@ -58,7 +59,7 @@ Tensor contract(const Tensor& x, const LegendreTableKey& key, Direction dir,
   Shape out_sizes(x.sizes().begin(), x.sizes().end() - 2);
   const int64_t batch = numel_of(out_sizes);
   out_sizes.push_back(rows_out);
-  out_sizes.push_back(key.mmax);
+  out_sizes.push_back(key.order_count());
   Tensor out = empty(out_sizes, x.dtype(), x.device());
   const bool fly = use_recurrence(key, batch);
   std::shared_ptr<const LegendreTable> tab;
@@ -94,14 +95,27 @@ Tensor contract(const Tensor& x, const LegendreTableKey& key, Direction dir,
   return out;
 }
 
-// x must be (..., rows, mmax) complex on the CPU.
+// x must be (..., rows, mmax) complex on the CPU (any number of columns when `any_columns`: a
+// block of the orders).
 void check_spectral_input(const Tensor& x, const char* op, const char* what, const char* rows_name, int64_t rows,
-                          const ShtSpec& spec) {
+                          const ShtSpec& spec, bool any_columns = false) {
   kernels::check_defined(x, op);
   kernels::check_cpu(x, op);
-  GS_CHECK(is_complex(x.dtype()) && x.dim() >= 2 && x.size(-2) == rows && x.size(-1) == spec.mmax,
-           "{}: expected {} of shape (..., {} = {}, mmax = {}) with dtype c64 or c128 for {}, got {}", op, what,
-           rows_name, rows, spec.mmax, spec.str(), x.meta_str());
+  GS_CHECK(is_complex(x.dtype()) && x.dim() >= 2 && x.size(-2) == rows && (any_columns || x.size(-1) == spec.mmax),
+           "{}: expected {} of shape (..., {} = {}, {}) with dtype c64 or c128 for {}, got {}", op, what, rows_name,
+           rows, any_columns ? std::string("orders") : fmt::format("mmax = {}", spec.mmax), spec.str(),
+           x.meta_str());
+}
+
+// The contraction of a block of orders [m_begin, m_begin + x.size(-1)); an empty block is an empty
+// result, still on the tape (pad crops or extends the rows).
+Tensor contract_orders(const Tensor& x, const ShtSpec& spec, LegendreTableKind kind, Direction dir, int64_t m_begin,
+                       const char* op) {
+  const int64_t count = x.size(-1);
+  check_order_block(spec, m_begin, count, op);
+  const int64_t rows_out = dir == Direction::to_degree ? spec.lmax : spec.nlat;
+  if (count == 0) return pad(x, {0, 0, 0, rows_out - x.size(-2)});
+  return contract(x, table_key(spec, kind, real_dtype(x.dtype()), m_begin, count), dir);
 }
 
 }  // namespace
@@ -128,6 +142,19 @@ Tensor legendre_synthesis(const Tensor& coeffs, const ShtSpec& spec) {
   check_spectral_input(coeffs, "legendre_synthesis", "spectral coefficients", "lmax", spec.lmax, spec);
   return contract(coeffs, table_key(spec, LegendreTableKind::synthesis, real_dtype(coeffs.dtype())),
                   Direction::to_latitude);
+}
+
+Tensor legendre_analysis_orders(const Tensor& X, const ShtSpec& spec, int64_t m_begin) {
+  check_spec(spec, "legendre_analysis_orders", true);
+  check_spectral_input(X, "legendre_analysis_orders", "longitude Fourier coefficients", "nlat", spec.nlat, spec, true);
+  return contract_orders(X, spec, LegendreTableKind::analysis, Direction::to_degree, m_begin, "legendre_analysis_orders");
+}
+
+Tensor legendre_synthesis_orders(const Tensor& coeffs, const ShtSpec& spec, int64_t m_begin) {
+  check_spec(spec, "legendre_synthesis_orders", false);
+  check_spectral_input(coeffs, "legendre_synthesis_orders", "spectral coefficients", "lmax", spec.lmax, spec, true);
+  return contract_orders(coeffs, spec, LegendreTableKind::synthesis, Direction::to_latitude, m_begin,
+                         "legendre_synthesis_orders");
 }
 
 Tensor sht(const Tensor& x, const ShtSpec& spec) {
@@ -172,10 +199,11 @@ Tensor resample(const Tensor& x, const ShtSpec& from, const ShtSpec& to) {
   return isht(truncate_or_pad_coeffs(sht(x, from), to.lmax, to.mmax), to);
 }
 
-size_t sht_table_bytes(const ShtSpec& spec, DType dtype, bool analysis) {
+size_t sht_table_bytes(const ShtSpec& spec, DType dtype, bool analysis, int64_t m_begin, int64_t m_count) {
   GS_CHECK(is_floating(dtype), "sht_table_bytes: expected f32 or f64, got {}", dtype_name(dtype));
+  if (m_count == 0) return 0;
   const auto kind = analysis ? LegendreTableKind::analysis : LegendreTableKind::synthesis;
-  return legendre_table_cached(table_key(spec, kind, dtype))->nbytes();
+  return legendre_table_cached(table_key(spec, kind, dtype, m_begin, m_count))->nbytes();
 }
 
 namespace {

@@ -57,6 +57,13 @@ Tensor isht(const Tensor& coeffs, const ShtSpec& spec);
 Tensor legendre_analysis(const Tensor& X, const ShtSpec& spec);
 Tensor legendre_synthesis(const Tensor& coeffs, const ShtSpec& spec);
 
+// The same contractions on a block of the orders, [m_begin, m_begin + count) with count the last
+// dim of the input (0 is allowed): (..., nlat, count) -> (..., lmax, count) and back. Each order's
+// column is computed exactly as in the full contraction (bitwise equal), from a table that holds
+// only the block's orders: what a process holding a block of m in the distributed SHT needs.
+Tensor legendre_analysis_orders(const Tensor& X, const ShtSpec& spec, int64_t m_begin);
+Tensor legendre_synthesis_orders(const Tensor& coeffs, const ShtSpec& spec, int64_t m_begin);
+
 // The coefficient block (..., lmax, mmax) cut or zero-padded to (..., lmax_to, mmax_to).
 Tensor truncate_or_pad_coeffs(const Tensor& coeffs, int64_t lmax_to, int64_t mmax_to);
 
@@ -67,7 +74,8 @@ Tensor resample(const Tensor& x, const ShtSpec& from, const ShtSpec& to);
 
 // Bytes of the cached Legendre table of one direction in `dtype` (f32 or f64: the real dtype of
 // the data); builds the table if it is not cached yet. The analysis table serves sht and its backward; the
-// synthesis table serves isht and its backward. A forward-and-inverse pair holds both.
-size_t sht_table_bytes(const ShtSpec& spec, DType dtype, bool analysis);
+// synthesis table serves isht and its backward. A forward-and-inverse pair holds both. m_count >= 0:
+// the table of orders [m_begin, m_begin + m_count) only.
+size_t sht_table_bytes(const ShtSpec& spec, DType dtype, bool analysis, int64_t m_begin = 0, int64_t m_count = -1);
 
 }  // namespace gs::sphere

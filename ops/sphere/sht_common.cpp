@@ -19,6 +19,12 @@ void check_spec(const ShtSpec& spec, const char* op, bool analysis) {
   }
 }
 
+void check_order_block(const ShtSpec& spec, int64_t m_begin, int64_t m_count, const char* op) {
+  GS_CHECK(m_begin >= 0 && m_count >= 0 && m_begin + m_count <= spec.mmax,
+           "{}: expected a block of orders within 0 .. mmax - 1 = {} ({}), got {} orders from m = {}", op,
+           spec.mmax - 1, spec.str(), m_count, m_begin);
+}
+
 namespace {
 const ShtSpec kSampleSpecs[] = {
     {GridKind::legendre_gauss, 4, 6, 4, 3, Normalization::ortho, true},

@@ -22,9 +22,16 @@ inline Direction flip(Direction d) {
 // (synthesis is well defined for any lmax). Messages start with `op`.
 void check_spec(const ShtSpec& spec, const char* op, bool analysis);
 
-inline LegendreTableKey table_key(const ShtSpec& spec, LegendreTableKind kind, DType real) {
-  return {spec.grid, spec.nlat, spec.lmax, spec.mmax, spec.norm, spec.csphase, kind, real};
+// The key of the spec's table; m_count >= 0 restricts it to orders [m_begin, m_begin + m_count).
+inline LegendreTableKey table_key(const ShtSpec& spec, LegendreTableKind kind, DType real, int64_t m_begin = 0,
+                                  int64_t m_count = -1) {
+  return LegendreTableKey{spec.grid, spec.nlat, spec.lmax, spec.mmax, spec.norm, spec.csphase, kind, real, m_begin,
+                          m_count < 0 ? -1 : m_begin + m_count}
+      .canonical();
 }
+
+// Throws unless orders [m_begin, m_begin + m_count) lie within the spec's 0 .. mmax - 1 (m_count may be 0).
+void check_order_block(const ShtSpec& spec, int64_t m_begin, int64_t m_count, const char* op);
 
 // ---- registry samples: one small transform per grid, odd and even nlat, with distinct shapes so
 // that a registry function can tell from its input which spec the sample was made for.

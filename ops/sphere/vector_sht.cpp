@@ -75,7 +75,8 @@ std::shared_ptr<const VectorTable> build_table(const LegendreTableKey& key) {
   const Quadrature q = make_quadrature(key.grid, key.nlat);
   const int64_t n_even = (key.nlat + 1) / 2;
   const std::vector<double> x_north(q.cos_theta.begin(), q.cos_theta.begin() + n_even);
-  const LegendreSpec pspec{key.grid, n_even, key.lmax + 1, key.mmax + 1, key.norm, false, !analysis};
+  // Orders up to one past the key's last (a slice of the orders keeps only its own: the distributed SHT).
+  const LegendreSpec pspec{key.grid, n_even, key.lmax + 1, key.order_end() + 1, key.norm, false, !analysis};
   validate(pspec);
   const std::vector<double> P = legendre_table(pspec, x_north);
   const int64_t lmax = key.lmax;
@@ -116,7 +117,8 @@ std::shared_ptr<const VectorTable> build_table(const LegendreTableKey& key) {
   return t;
 }
 
-std::shared_ptr<const VectorTable> table_cached(const LegendreTableKey& key) {
+std::shared_ptr<const VectorTable> table_cached(const LegendreTableKey& requested) {
+  const LegendreTableKey key = requested.canonical();
   static std::mutex mutex;
   static std::map<LegendreTableKey, std::shared_ptr<const VectorTable>> cache;
   {
@@ -139,7 +141,7 @@ void contract_kernel(Direction dir, const std::complex<T>* in, std::complex<T>* 
                      int64_t B, std::complex<T>* pd, std::complex<T>* pm) {
   using C = std::complex<T>;
   const int64_t rows_out = dir == Direction::to_degree ? tab.key.lmax : tab.key.nlat;
-  const int64_t plane = rows_out * tab.key.mmax;  // one component of one field
+  const int64_t plane = rows_out * tab.key.order_count();  // one component of one field
   if (dir == Direction::to_degree) {
     table_to_degree(*tab.d, in, pd, 2 * B);
     table_to_degree(*tab.m, in, pm, 2 * B);
@@ -183,7 +185,7 @@ Tensor contract(const Tensor& x, const std::shared_ptr<const VectorTable>& tab, 
   const int64_t B = numel_of(out_sizes);
   out_sizes.push_back(2);
   out_sizes.push_back(rows_out);
-  out_sizes.push_back(key.mmax);
+  out_sizes.push_back(key.order_count());
   Tensor out = empty(out_sizes, x.dtype(), x.device());
   if (out.numel() > 0) {
     const Tensor xc = contiguous_copy(x);
@@ -252,6 +254,29 @@ Tensor vector_legendre_synthesis(const Tensor& coeffs, const ShtSpec& spec) {
                   Direction::to_latitude);
 }
 
+Tensor vector_legendre_analysis_orders(const Tensor& X, const ShtSpec& spec, int64_t m_begin) {
+  const char* op = "vector_legendre_analysis_orders";
+  check_spec(spec, op, true);
+  check_vector_input(X, op, "longitude Fourier coefficients", true, "nlat", spec.nlat, "orders", X.defined() ? X.size(-1) : 0, spec);
+  detail::check_order_block(spec, m_begin, X.size(-1), op);
+  if (X.size(-1) == 0) return pad(X, {0, 0, 0, spec.lmax - spec.nlat});
+  return contract(X, table_cached(table_key(spec, LegendreTableKind::analysis, real_dtype(X.dtype()), m_begin, X.size(-1))),
+                  Direction::to_degree);
+}
+
+Tensor vector_legendre_synthesis_orders(const Tensor& coeffs, const ShtSpec& spec, int64_t m_begin) {
+  const char* op = "vector_legendre_synthesis_orders";
+  check_spec(spec, op, false);
+  check_vector_input(coeffs, op, "vector coefficients", true, "lmax", spec.lmax, "orders",
+                     coeffs.defined() ? coeffs.size(-1) : 0, spec);
+  detail::check_order_block(spec, m_begin, coeffs.size(-1), op);
+  if (coeffs.size(-1) == 0) return pad(coeffs, {0, 0, 0, spec.nlat - spec.lmax});
+  return contract(coeffs,
+                  table_cached(table_key(spec, LegendreTableKind::synthesis, real_dtype(coeffs.dtype()), m_begin,
+                                         coeffs.size(-1))),
+                  Direction::to_latitude);
+}
+
 Tensor vector_sht(const Tensor& uv, const ShtSpec& spec) {
   check_spec(spec, "vector_sht", true);
   check_vector_input(uv, "vector_sht", "a real vector field (u eastward, v northward)", false, "nlat", spec.nlat,
@@ -308,10 +333,11 @@ Tensor spectral_gradient(const Tensor& c, const ShtSpec& spec, double radius) {
   return ivector_sht(stack({zeros_like(c), t}, c.dim() - 2), spec);
 }
 
-size_t vector_sht_table_bytes(const ShtSpec& spec, DType dtype, bool analysis) {
+size_t vector_sht_table_bytes(const ShtSpec& spec, DType dtype, bool analysis, int64_t m_begin, int64_t m_count) {
   GS_CHECK(is_floating(dtype), "vector_sht_table_bytes: expected f32 or f64, got {}", dtype_name(dtype));
+  if (m_count == 0) return 0;
   const auto kind = analysis ? LegendreTableKind::analysis : LegendreTableKind::synthesis;
-  return table_cached(table_key(spec, kind, dtype))->nbytes();
+  return table_cached(table_key(spec, kind, dtype, m_begin, m_count))->nbytes();
 }
 
 namespace {

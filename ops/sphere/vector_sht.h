@@ -46,6 +46,11 @@ Tensor ivector_sht(const Tensor& coeffs, const ShtSpec& spec);
 Tensor vector_legendre_analysis(const Tensor& X, const ShtSpec& spec);
 Tensor vector_legendre_synthesis(const Tensor& coeffs, const ShtSpec& spec);
 
+// The same on a block of the orders [m_begin, m_begin + count), count the input's last dim (may be
+// 0), from tables of those orders only; each column bitwise equal to the full contraction's.
+Tensor vector_legendre_analysis_orders(const Tensor& X, const ShtSpec& spec, int64_t m_begin);
+Tensor vector_legendre_synthesis_orders(const Tensor& coeffs, const ShtSpec& spec, int64_t m_begin);
+
 // Winds (..., 2, nlat, nlon) -> (..., 2, lmax, mmax): [0] = zeta_lm (vorticity), [1] = delta_lm
 // (divergence), coefficients in the scalar SHT's convention (isht of them gives the grid fields).
 // = -l(l+1)/radius * vector_sht(uv). torch-harmonics' ShallowWaterSolver.vrtdivspec.
@@ -67,6 +72,8 @@ Tensor inverse_spectral_laplacian(const Tensor& c, double radius = 1.0);
 Tensor spectral_gradient(const Tensor& c, const ShtSpec& spec, double radius = 1.0);
 
 // Bytes of the cached derivative tables of one direction (both dP/dtheta and m P/sin theta).
-size_t vector_sht_table_bytes(const ShtSpec& spec, DType dtype, bool analysis);
+// m_count >= 0: the tables of orders [m_begin, m_begin + m_count) only.
+size_t vector_sht_table_bytes(const ShtSpec& spec, DType dtype, bool analysis, int64_t m_begin = 0,
+                              int64_t m_count = -1);
 
 }  // namespace gs::sphere
