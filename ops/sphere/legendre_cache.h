@@ -37,7 +37,7 @@ struct LegendreTableKey {
   // The orders the table holds, [m_begin, m_end) of 0 .. mmax - 1 (m_end = -1: up to mmax). A
   // process that holds a block of the orders (the distributed SHT) builds only its slice; the data
   // a sliced table multiplies has order_count() columns, the first being order m_begin. Values do
-  // not depend on the slice: a sliced contraction equals the full one's columns bitwise.
+  // not depend on the slice: a sliced contraction equals the full one's columns value for value.
   int64_t m_begin = 0;
   int64_t m_end = -1;
 

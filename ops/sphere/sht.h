@@ -59,7 +59,8 @@ Tensor legendre_synthesis(const Tensor& coeffs, const ShtSpec& spec);
 
 // The same contractions on a block of the orders, [m_begin, m_begin + count) with count the last
 // dim of the input (0 is allowed): (..., nlat, count) -> (..., lmax, count) and back. Each order's
-// column is computed exactly as in the full contraction (bitwise equal), from a table that holds
+// column is computed by the same operations as in the full contraction (equal value for value; a
+// zero's sign can differ, where one grouping of orders stores 0 and the other sums 0 * a), from a table that holds
 // only the block's orders: what a process holding a block of m in the distributed SHT needs.
 Tensor legendre_analysis_orders(const Tensor& X, const ShtSpec& spec, int64_t m_begin);
 Tensor legendre_synthesis_orders(const Tensor& coeffs, const ShtSpec& spec, int64_t m_begin);

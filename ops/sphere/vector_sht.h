@@ -47,7 +47,8 @@ Tensor vector_legendre_analysis(const Tensor& X, const ShtSpec& spec);
 Tensor vector_legendre_synthesis(const Tensor& coeffs, const ShtSpec& spec);
 
 // The same on a block of the orders [m_begin, m_begin + count), count the input's last dim (may be
-// 0), from tables of those orders only; each column bitwise equal to the full contraction's.
+// 0), from tables of those orders only; each column equal to the full contraction's value for
+// value (as legendre_analysis_orders).
 Tensor vector_legendre_analysis_orders(const Tensor& X, const ShtSpec& spec, int64_t m_begin);
 Tensor vector_legendre_synthesis_orders(const Tensor& coeffs, const ShtSpec& spec, int64_t m_begin);
 

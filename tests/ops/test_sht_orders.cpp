@@ -1,6 +1,7 @@
 // The Legendre contractions on a block of the orders (what a rank holding a block of m in the
-// distributed SHT runs): each column equals the full contraction's bitwise, forward and backward,
-// for blocks that start mid-register and end in a partial one, and the table holds only the block.
+// distributed SHT): each column equals the full contraction's exactly (== per element: only a zero's
+// sign can differ, where one grouping of orders stores 0 and the other sums 0 * a), forward and
+// backward, for blocks that start mid-register and end in a partial one; the table holds only the block.
 #include <doctest/doctest.h>
 
 #include <vector>
@@ -52,7 +53,7 @@ void check_block(Contraction full, BlockContraction part, const Tensor& x, const
 
 }  // namespace
 
-TEST_CASE("sht orders: a block of orders equals the full contraction's columns bitwise, forward and backward") {
+TEST_CASE("sht orders: a block of orders equals the full contraction's columns exactly, forward and backward") {
   for (DType dt : {DType::c128, DType::c64})
     for (const ShtSpec& spec : {make_sht_spec(GridKind::legendre_gauss, 17, 32, 13, 13),
                                 make_sht_spec(GridKind::equiangular, 19, 36, 10, 10)})
