@@ -1,5 +1,7 @@
 #include "distributed/collectives.h"
 
+#include <atomic>
+
 #include <numeric>
 
 #include "distributed/replica_check.h"
@@ -71,6 +73,8 @@ Tensor scatter_kernel(const Tensor& x, int64_t dim, Communicator& comm) {
   return fresh(narrow(x.detach(), dim, b.start, b.count));
 }
 
+std::atomic<int64_t> g_transpose_bytes_sent{0};
+
 // Packs each destination's block of `to` straight into one send buffer and unpacks each source's
 // block of `from` straight into the result: two copies around one all-to-all.
 Tensor transpose_kernel(const Tensor& x, int64_t from, int64_t to, int64_t from_global, Communicator& comm) {
@@ -104,6 +108,8 @@ Tensor transpose_kernel(const Tensor& x, int64_t from, int64_t to, int64_t from_
     off += send_counts[p];
   }
   comm.all_to_all(send, send_counts, recv, recv_counts);
+  g_transpose_bytes_sent += (std::accumulate(send_counts.begin(), send_counts.end(), int64_t{0}) - send_counts[me]) *
+                            static_cast<int64_t>(dtype_size(x.dtype()));
   Shape out_shape = x.sizes();
   out_shape[from] = from_global;
   out_shape[to] = my_to.count;
@@ -119,6 +125,8 @@ Tensor transpose_kernel(const Tensor& x, int64_t from, int64_t to, int64_t from_
 }
 
 }  // namespace
+
+int64_t transpose_bytes_sent() { return g_transpose_bytes_sent.load(); }
 
 // ---- reduce_replicated / copy_to_group
 

@@ -38,6 +38,9 @@ Tensor scatter_along(const Tensor& x, int64_t dim, const CommPtr& comm);
 // x is split along `from_dim` (this rank's block of `from_global` indices) and whole along
 // `to_dim`; the result is whole along `from_dim` and split along `to_dim`. An all-to-all.
 Tensor transpose(const Tensor& x, int64_t from_dim, int64_t to_dim, int64_t from_global, const CommPtr& comm);
+// The bytes this process has sent to other ranks in transposes so far (forward and backward;
+// cumulative, for benchmarks: the difference across a call is what the call sent).
+int64_t transpose_bytes_sent();
 
 // A tile (..., rows, cols) of a (nlat, nlon) field split over grid's h (rows) and w (columns)
 // groups -> (..., rows + 2 halo_rows, cols + 2 halo_cols) with the halo filled from the

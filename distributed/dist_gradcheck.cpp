@@ -1,5 +1,6 @@
 #include "distributed/dist_gradcheck.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/autograd/engine.h"
@@ -290,29 +291,35 @@ GradcheckReport dist_adjoint_check(const ProcessGrid& grid, const DistSample& s,
     ys.push_back(y.detach());
   }
   auto aty = grad(roots, diff, ys, {.allow_unused = true});
-  // Real inner products of represented entries, summed over ranks.
+  // Real inner products of represented entries, summed over ranks, with the sum of the terms'
+  // magnitudes: rounding is relative to that, not to the (possibly cancelling) result.
+  struct Dot {
+    double value = 0.0, magnitude = 0.0;
+  };
   auto dot = [&](const std::vector<Tensor>& a, const std::vector<Tensor>& b, const std::vector<Placement>& pl) {
-    double acc = 0.0;
+    double acc = 0.0, mag = 0.0;
     for (size_t k = 0; k < a.size(); ++k) {
       if (!represented(grid, pl[k]) || !b[k].defined()) continue;
       std::vector<double> va, vb;
       append_real(va, a[k]);
       append_real(vb, b[k]);
-      for (size_t e = 0; e < va.size(); ++e) acc += va[e] * vb[e];
+      for (size_t e = 0; e < va.size(); ++e) acc += va[e] * vb[e], mag += std::abs(va[e] * vb[e]);
     }
-    Tensor t = from_vector(std::vector<double>{acc});
+    Tensor t = from_vector(std::vector<double>{acc, mag});
     world.all_reduce(t, ReduceOp::sum);
-    return t.item<double>();
+    const auto v = t.to_vector<double>();
+    return Dot{v[0], v[1]};
   };
   std::vector<Tensor> outs_detached;
   for (auto& r : roots) outs_detached.push_back(r.detach());
-  const double lhs = dot(outs_detached, ys, root_pl), rhs = dot(diff, aty, diff_pl);
+  const Dot l = dot(outs_detached, ys, root_pl), r = dot(diff, aty, diff_pl);
+  const double lhs = l.value, rhs = r.value;
   GradcheckReport rep;
   rep.max_abs_error = std::abs(lhs - rhs);
-  rep.max_rel_error = rep.max_abs_error / std::max(std::abs(lhs), 1e-300);
+  rep.max_rel_error = rep.max_abs_error / std::max({l.magnitude, r.magnitude, 1e-300});
   if (!(rep.max_rel_error <= rtol) && !(rep.max_abs_error == 0.0)) {
     rep.ok = false;
-    rep.failure = fmt::format("[{}] adjoint identity fails: <A x, y> = {:.17g} but <x, A^T y> = {:.17g} (relative {:.3g})",
+    rep.failure = fmt::format("[{}] adjoint identity fails: <A x, y> = {:.17g} but <x, A^T y> = {:.17g} (relative to the terms' magnitude {:.3g})",
                               s.label, lhs, rhs, rep.max_rel_error);
   }
   return rep;

@@ -27,8 +27,9 @@ ProcessGrid::ProcessGrid(int64_t data, int64_t h, int64_t w, int64_t world_rank)
 }
 
 std::string Distribution::str() const {
-  if (!sharded) return "replicated";
-  return fmt::format("sharded dim {} over {}", dim, axis == GridAxis::h ? "h" : "w");
+  if (!sharded()) return "replicated";
+  if (h_dim >= 0 && w_dim >= 0) return fmt::format("sharded dim {} over h and dim {} over w", h_dim, w_dim);
+  return h_dim >= 0 ? fmt::format("sharded dim {} over h", h_dim) : fmt::format("sharded dim {} over w", w_dim);
 }
 
 std::string ProcessGrid::str() const {

@@ -16,8 +16,11 @@
 namespace gs::dist {
 
 Group reduction_group(const Distribution& d) {
-  if (!d.sharded) return Group::world;
-  return d.axis == GridAxis::h ? Group::data_w : Group::data_h;
+  const bool h = d.splits(GridAxis::h), w = d.splits(GridAxis::w);
+  if (h && w) return Group::data;
+  if (h) return Group::data_w;
+  if (w) return Group::data_h;
+  return Group::world;
 }
 
 namespace {
@@ -40,10 +43,10 @@ void check_parameters(const std::vector<ReducedParameter>& params) {
              p.tensor.meta_str());
     GS_CHECK(is_differentiable(p.tensor.dtype()), "GradientReducer: parameter '{}' is {}; expected f32, f64, c64 or c128",
              p.name, p.tensor.meta_str());
-    if (p.distribution.sharded)
-      GS_CHECK(p.distribution.dim >= 0 && p.distribution.dim < p.tensor.dim(),
-               "GradientReducer: parameter '{}' ({}) is declared {}, but has no dim {}", p.name, p.tensor.meta_str(),
-               p.distribution.str(), p.distribution.dim);
+    const Distribution& d = p.distribution;
+    GS_CHECK(d.h_dim < p.tensor.dim() && d.w_dim < p.tensor.dim() && (d.h_dim < 0 || d.h_dim != d.w_dim),
+             "GradientReducer: parameter '{}' ({}) is declared {}, but has no such dims", p.name, p.tensor.meta_str(),
+             d.str());
     for (size_t j = 0; j < i; ++j)
       GS_CHECK(!params[j].tensor.is_same(p.tensor), "GradientReducer: parameters '{}' and '{}' are the same tensor",
                params[j].name, p.name);
@@ -256,19 +259,22 @@ double sq_sum(const Tensor& g) {
 }  // namespace
 
 double global_grad_norm(const ProcessGrid& grid, const std::vector<ReducedParameter>& params) {
-  double repl = 0.0, by_h = 0.0, by_w = 0.0;
+  // Squares of the replicated gradients count once; those of a shard are summed over the ranks
+  // holding the other shards (h, w, or the whole spatial group for one split both ways).
+  double repl = 0.0, by_h = 0.0, by_w = 0.0, by_hw = 0.0;
   for (const auto& p : params) {
     Tensor g = p.tensor.grad();
     if (!g.defined()) continue;
-    double s = sq_sum(g);
-    if (!p.distribution.sharded) repl += s;
-    else if (p.distribution.axis == GridAxis::h) by_h += s;
-    else by_w += s;
+    const double s = sq_sum(g);
+    const bool h = p.distribution.splits(GridAxis::h), w = p.distribution.splits(GridAxis::w);
+    (h && w ? by_hw : h ? by_h : w ? by_w : repl) += s;
   }
-  Tensor h = from_vector(std::vector<double>{by_h}), w = from_vector(std::vector<double>{by_w});
+  Tensor h = from_vector(std::vector<double>{by_h}), w = from_vector(std::vector<double>{by_w}),
+         hw = from_vector(std::vector<double>{by_hw});
   grid.comm(Group::h)->all_reduce(h, ReduceOp::sum);
   grid.comm(Group::w)->all_reduce(w, ReduceOp::sum);
-  return std::sqrt(repl + h.item<double>() + w.item<double>());
+  grid.comm(Group::spatial)->all_reduce(hw, ReduceOp::sum);
+  return std::sqrt(repl + h.item<double>() + w.item<double>() + hw.item<double>());
 }
 
 double clip_global_grad_norm(const ProcessGrid& grid, const std::vector<ReducedParameter>& params, double max_norm) {

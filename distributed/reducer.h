@@ -5,7 +5,8 @@
 //   replicated            summed over the spatial group, averaged over the data group (one
 //                         all-reduce over the world, then / data size);
 //   sharded over h        summed over data x w (the ranks holding the same shard), / data size;
-//   sharded over w        summed over data x h, / data size.
+//   sharded over w        summed over data x h, / data size;
+//   sharded over h and w  averaged over data.
 // The loss convention behind it: each spatial rank's loss is its part of the global loss (a
 // reduce_replicated of local sums counts each grid point once), so a replicated parameter's local
 // gradient is a partial that must be summed; each data replica's loss is the mean over its batch,

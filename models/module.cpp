@@ -35,9 +35,8 @@ Tensor Module::register_parameter(const std::string& name, Tensor value, Distrib
   GS_CHECK(value.defined(), "{}: parameter '{}' is undefined", type_name_, name);
   GS_CHECK(is_floating(value.dtype()) || is_complex(value.dtype()),
            "{}: parameter '{}' must be floating or complex, got {}", type_name_, name, dtype_name(value.dtype()));
-  if (d.sharded)
-    GS_CHECK(d.dim >= 0 && d.dim < value.dim(), "{}: parameter '{}' is sharded along dim {} but has {} dims",
-             type_name_, name, d.dim, value.dim());
+  GS_CHECK(d.h_dim < value.dim() && d.w_dim < value.dim() && (d.h_dim < 0 || d.h_dim != d.w_dim),
+           "{}: parameter '{}' is declared {} but has {} dims", type_name_, name, d.str(), value.dim());
   // A fresh leaf that owns its storage, so no caller-side alias can write into it.
   Tensor leaf = contiguous_copy(value.detach(), /*force_copy=*/true);
   leaf.set_requires_grad(true);

@@ -223,5 +223,5 @@ TEST_CASE("reducer: parameters that are not leaves or repeat are refused") {
   Tensor nl = mul(a, 2.0);
   CHECK(gs_test::contains(gs_test::error_of([&] { GradientReducer r(one, {{"nl", nl, {}}}); }), "must be a leaf"));
   CHECK(gs_test::contains(gs_test::error_of([&] { GradientReducer r(one, {{"a", a, Distribution::sharded_along(3, GridAxis::h)}}); }),
-                          "has no dim 3"));
+                          "is declared sharded dim 3 over h, but has no such dims"));
 }

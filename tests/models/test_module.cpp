@@ -119,7 +119,7 @@ TEST_CASE("module: bad names, duplicates, bad values and cycles are refused") {
   CHECK(contains(error_of([&] { m.register_parameter("u", Tensor{}); }), "undefined"));
   CHECK(contains(error_of([&] { m.register_module("null", std::shared_ptr<Open>{}); }), "is null"));
   CHECK(contains(error_of([&] { m.register_parameter("s", ones({2}, DType::f64), Distribution::sharded_along(1, GridAxis::h)); }),
-                 "sharded along dim 1 but has 1 dims"));
+                 "is declared sharded dim 1 over h but has 1 dims"));
   // A failed registration leaves nothing behind.
   CHECK(names_of(m.named_parameters()) == std::vector<std::string>{"w"});
 

@@ -135,7 +135,7 @@ TEST_CASE("SFNO: torch-harmonics' parameter names, shapes and counts") {
     CHECK(s.at("blocks.3.mlp.fwd.2.weight") == Shape{16, 32, 1, 1});
     CHECK(s.at("decoder.0.weight") == Shape{2, 16, 1, 1});
     for (const auto& p : m.named_parameters()) {
-      CHECK(!p.distribution.sharded);
+      CHECK(!p.distribution.sharded());
       CHECK(p.tensor.dtype() == (p.name.find("global_conv.weight") != std::string::npos ? DType::c64 : DType::f32));
     }
   }

@@ -1,4 +1,4 @@
-// The Legendre contractions on a block of the orders (what a rank holding a block of m in the
+// The Legendre contractions on a block of the orders (what a rank holding a block of m runs in the
 // distributed SHT): each column equals the full contraction's exactly (== per element: only a zero's
 // sign can differ, where one grouping of orders stores 0 and the other sums 0 * a), forward and
 // backward, for blocks that start mid-register and end in a partial one; the table holds only the block.
