@@ -51,16 +51,16 @@ void check_tile(const Tensor& x, int64_t rows, int64_t cols, const char* what, c
 Tensor analysis(const Tensor& input, const ShtSpec& spec, const ProcessGrid& grid, bool vector, const char* op) {
   check_tile(input, grid.local_lat(spec.nlat).count, grid.local_lon(spec.nlon).count, "a field", op, spec, grid);
   Fields f = flatten_fields(input, vector, op);
-  const CommPtr &w = grid.comm(Group::w), &h = grid.comm(Group::h);
+  const bool split_w = grid.w_size() > 1, split_h = grid.h_size() > 1;  // (a layout-only grid has no communicators)
   const int64_t n = f.x.size(0);
   Tensor x = f.x;
-  if (grid.w_size() > 1) x = transpose(x, f.lon, 0, spec.nlon, w);  // full rows of some fields
+  if (split_w) x = transpose(x, f.lon, 0, spec.nlon, grid.comm(Group::w));  // full rows of some fields
   Tensor X = sphere::rfft_lon(x, spec.mmax);
-  if (grid.w_size() > 1) X = transpose(X, 0, f.lon, n, w);  // every field, this rank's orders
-  if (grid.h_size() > 1) X = transpose(X, f.lat, 0, spec.nlat, h);  // full columns of some fields
+  if (split_w) X = transpose(X, 0, f.lon, n, grid.comm(Group::w));  // every field, this rank's orders
+  if (split_h) X = transpose(X, f.lat, 0, spec.nlat, grid.comm(Group::h));  // full columns of some fields
   const int64_t m0 = local_orders(grid, spec.mmax).start;
   Tensor A = vector ? sphere::vector_legendre_analysis_orders(X, spec, m0) : sphere::legendre_analysis_orders(X, spec, m0);
-  if (grid.h_size() > 1) A = transpose(A, 0, f.lat, n, h);  // every field, this rank's degrees
+  if (split_h) A = transpose(A, 0, f.lat, n, grid.comm(Group::h));  // every field, this rank's degrees
   return unflatten_fields(A, f);
 }
 
@@ -68,16 +68,16 @@ Tensor synthesis(const Tensor& coeffs, const ShtSpec& spec, const ProcessGrid& g
   check_tile(coeffs, local_degrees(grid, spec.lmax).count, local_orders(grid, spec.mmax).count, "coefficients", op,
              spec, grid);
   Fields f = flatten_fields(coeffs, vector, op);
-  const CommPtr &w = grid.comm(Group::w), &h = grid.comm(Group::h);
+  const bool split_w = grid.w_size() > 1, split_h = grid.h_size() > 1;
   const int64_t n = f.x.size(0);
   Tensor A = f.x;
-  if (grid.h_size() > 1) A = transpose(A, f.lat, 0, spec.lmax, h);  // every degree of some fields
+  if (split_h) A = transpose(A, f.lat, 0, spec.lmax, grid.comm(Group::h));  // every degree of some fields
   const int64_t m0 = local_orders(grid, spec.mmax).start;
   Tensor X = vector ? sphere::vector_legendre_synthesis_orders(A, spec, m0) : sphere::legendre_synthesis_orders(A, spec, m0);
-  if (grid.h_size() > 1) X = transpose(X, 0, f.lat, n, h);  // every field, this rank's rows
-  if (grid.w_size() > 1) X = transpose(X, f.lon, 0, spec.mmax, w);  // every order of some fields
+  if (split_h) X = transpose(X, 0, f.lat, n, grid.comm(Group::h));  // every field, this rank's rows
+  if (split_w) X = transpose(X, f.lon, 0, spec.mmax, grid.comm(Group::w));  // every order of some fields
   Tensor x = sphere::irfft_lon(X, spec.nlon);
-  if (grid.w_size() > 1) x = transpose(x, 0, f.lon, n, w);  // every field, this rank's columns
+  if (split_w) x = transpose(x, 0, f.lon, n, grid.comm(Group::w));  // every field, this rank's columns
   return unflatten_fields(x, f);
 }
 

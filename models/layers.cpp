@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "distributed/sphere_blocks.h"
+#include "distributed/sphere_transforms.h"
 #include "engine/autograd/custom_function.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/error.h"
@@ -48,6 +50,15 @@ Tensor InitContext::make(const std::string& name, const Shape& sizes, const Init
 }
 Tensor InitContext::make(const std::string& name, const Shape& sizes, const Init& init, DType dt) const {
   return init.make(sizes, param_key(seed, prefix + name), dt);
+}
+
+Tensor InitContext::make_shard(const std::string& name, const Shape& whole, const Init& init,
+                               const dist::Distribution& d) const {
+  return make_shard(name, whole, init, d, dtype);
+}
+Tensor InitContext::make_shard(const std::string& name, const Shape& whole, const Init& init,
+                               const dist::Distribution& d, DType dt) const {
+  return dist::local_shard(make(name, whole, init, dt), d, grid);
 }
 
 // ---- parameter substitution
@@ -167,7 +178,7 @@ Tensor Mlp::forward(const Tensor& x) const {
 SpectralFilter::SpectralFilter(const sphere::ShtSpec& forward, const sphere::ShtSpec& inverse, int64_t cin,
                                int64_t cout, sphere::SpectralOperator op, double gain, bool bias,
                                const InitContext& ctx)
-    : Module("SpectralConvS2"), fwd_(forward), inv_(inverse), cin_(cin), cout_(cout), op_(op) {
+    : Module("SpectralConvS2"), fwd_(forward), inv_(inverse), grid_(ctx.grid), cin_(cin), cout_(cout), op_(op) {
   GS_CHECK(fwd_.lmax == inv_.lmax && fwd_.mmax == inv_.mmax,
            "SpectralConvS2: the forward ({}) and inverse ({}) transforms must share lmax and mmax", fwd_.str(),
            inv_.str());
@@ -177,21 +188,26 @@ SpectralFilter::SpectralFilter(const sphere::ShtSpec& forward, const sphere::Sht
   Shape wshape = {cout, cin, inv_.lmax};  // torch-harmonics' (Cout, Cin, lmax[, mmax])
   if (op == sphere::SpectralOperator::diagonal) wshape.push_back(inv_.mmax);
   // torch-harmonics: scale * randn(complex64), scale = sqrt(gain / Cin); E|w|^2 = gain / Cin.
-  weight_ = register_parameter("weight", ctx.make("weight", wshape, Init::normal(std::sqrt(gain / double(cin))),
-                                                  complex_dtype(ctx.dtype)));
+  // Split like the coefficients: degrees over h (and orders over w).
+  const dist::Distribution d = op == sphere::SpectralOperator::diagonal ? dist::Distribution::sharded_2d(2, 3)
+                                                                        : dist::Distribution::sharded_along(2, dist::GridAxis::h);
+  weight_ = register_parameter("weight",
+                               ctx.make_shard("weight", wshape, Init::normal(std::sqrt(gain / double(cin))), d,
+                                              complex_dtype(ctx.dtype)),
+                               d);
   if (bias) bias_ = register_parameter("bias", ctx.make("bias", {1, cout, 1, 1}, Init::zeros()));
 }
 
 SpectralFilter::Output SpectralFilter::forward(const Tensor& x) const {
-  GS_CHECK(x.defined() && x.dim() == 4 && x.size(1) == cin_ && x.size(2) == fwd_.nlat && x.size(3) == fwd_.nlon,
-           "SpectralConvS2: expected x (B, {}, {}, {}), got {}", cin_, fwd_.nlat, fwd_.nlon,
-           x.meta_str());
-  Tensor coeffs = sphere::sht(x, fwd_);                           // (B, Cin, L, M) complex
-  Tensor residual = scale_residual_ ? sphere::isht(coeffs, inv_) : x;
+  const int64_t rows = grid_.local_lat(fwd_.nlat).count, cols = grid_.local_lon(fwd_.nlon).count;
+  GS_CHECK(x.defined() && x.dim() == 4 && x.size(1) == cin_ && x.size(2) == rows && x.size(3) == cols,
+           "SpectralConvS2: expected x (B, {}, {}, {}), got {}", cin_, rows, cols, x.meta_str());
+  Tensor coeffs = dist::sht(x, fwd_, grid_);  // (B, Cin, L, M) complex (this rank's block)
+  Tensor residual = scale_residual_ ? dist::isht(coeffs, inv_, grid_) : x;
   const Tensor& w = use_param(weight_);
   // (Cout, Cin, L[, M]) -> (Cin, Cout, L[, M]), the op's layout.
   Tensor wt = op_ == sphere::SpectralOperator::diagonal ? permute(w, {1, 0, 2, 3}) : permute(w, {1, 0, 2});
-  Tensor y = sphere::isht(sphere::spectral_conv(coeffs, wt, op_), inv_);  // (B, Cout, H', W')
+  Tensor y = dist::isht(sphere::spectral_conv(coeffs, wt, op_), inv_, grid_);  // (B, Cout, H', W')
   if (bias_.defined()) y = add(y, use_param(bias_));
   return {y, residual};
 }
@@ -208,23 +224,25 @@ NormKind parse_norm_kind(std::string_view name) {
 GridNorm::GridNorm(NormKind kind, int64_t channels, int64_t nlat, int64_t nlon, double eps, const InitContext& ctx)
     : Module(kind == NormKind::layer_norm ? "LayerNorm" : kind == NormKind::instance_norm ? "InstanceNorm2d"
                                                                                             : "Identity"),
-      kind_(kind), eps_(eps) {
+      kind_(kind), nlat_(nlat), nlon_(nlon), grid_(ctx.grid), eps_(eps) {
   if (kind == NormKind::none) return;
-  const Shape s = kind == NormKind::layer_norm ? Shape{nlat, nlon} : Shape{channels};
-  weight_ = register_parameter("weight", ctx.make("weight", s, Init::ones()));
-  bias_ = register_parameter("bias", ctx.make("bias", s, Init::zeros()));
+  const bool grid_shaped = kind == NormKind::layer_norm;
+  const Shape s = grid_shaped ? Shape{nlat, nlon} : Shape{channels};
+  const dist::Distribution d = grid_shaped ? dist::Distribution::sharded_2d(0, 1) : dist::Distribution::replicated();
+  weight_ = register_parameter("weight", ctx.make_shard("weight", s, Init::ones(), d), d);
+  bias_ = register_parameter("bias", ctx.make_shard("bias", s, Init::zeros(), d), d);
 }
 
 Tensor GridNorm::forward(const Tensor& x) const {
   switch (kind_) {
     case NormKind::none: return x;
-    case NormKind::instance_norm: return sphere::instance_norm_sphere(x, use_param(weight_), use_param(bias_), eps_);
+    case NormKind::instance_norm:
+      return dist::instance_norm(x, use_param(weight_), use_param(bias_), eps_, {}, nlat_, nlon_, grid_);
     case NormKind::layer_norm: {
       GS_CHECK(x.dim() == 4 && x.size(2) == weight_.size(0) && x.size(3) == weight_.size(1),
                "LayerNorm over (H, W) = ({}, {}): got x {}", weight_.size(0), weight_.size(1), x.meta_str());
       // Same statistics as the instance norm; the affine is per grid point, broadcast over (B, C).
-      Tensor xhat = sphere::instance_norm_sphere(x, {}, {}, eps_);
-      return add(mul(xhat, use_param(weight_)), use_param(bias_));
+      return dist::grid_layer_norm(x, use_param(weight_), use_param(bias_), eps_, nlat_, nlon_, grid_);
     }
   }
   return x;
@@ -296,24 +314,45 @@ PositionEmbedding::PositionEmbedding(PosEmbedKind kind, int64_t C, sphere::GridK
                                               : "LearnablePositionEmbedding") {
   GS_CHECK(kind != PosEmbedKind::none, "PositionEmbedding: kind none has no embedding (use no module instead)");
   NoGradGuard no_grad;
+  const auto tile = dist::Distribution::sharded_2d(2, 3), rows = dist::Distribution::sharded_along(2, dist::GridAxis::h);
   switch (kind) {
     case PosEmbedKind::sequence:
-      table_ = register_buffer("position_embeddings", cast_copy(sequence_embedding(C, H, W), ctx.dtype));
+      table_ = register_buffer("position_embeddings",
+                               dist::local_shard(cast_copy(sequence_embedding(C, H, W), ctx.dtype), tile, ctx.grid));
       break;
     case PosEmbedKind::spectral:
-      table_ = register_buffer("position_embeddings", cast_copy(spectral_embedding(C, grid, H, W), ctx.dtype));
+      table_ = register_buffer("position_embeddings", dist::local_shard(cast_copy(spectral_embedding(C, grid, H, W), ctx.dtype),
+                                                                        tile, ctx.grid));
       break;
     case PosEmbedKind::learnable_lat:
-      table_ = register_parameter("position_embeddings", ctx.make("position_embeddings", {1, C, H, 1}, Init::zeros()));
+      table_ = register_parameter("position_embeddings",
+                                  ctx.make_shard("position_embeddings", {1, C, H, 1}, Init::zeros(), rows), rows);
       break;
     case PosEmbedKind::learnable_latlon:
-      table_ = register_parameter("position_embeddings", ctx.make("position_embeddings", {1, C, H, W}, Init::zeros()));
+      table_ = register_parameter("position_embeddings",
+                                  ctx.make_shard("position_embeddings", {1, C, H, W}, Init::zeros(), tile), tile);
       break;
     case PosEmbedKind::none: break;
   }
 }
 
 Tensor PositionEmbedding::forward(const Tensor& x) const { return add(x, use_param(table_)); }
+
+// ---- LocalConv3x3
+
+LocalConv3x3::LocalConv3x3(int64_t cin, int64_t cout, int64_t nlat, int64_t nlon, const InitContext& ctx)
+    : Module("LocalConv3x3"), nlat_(nlat), nlon_(nlon), grid_(ctx.grid) {
+  GS_CHECK(cin > 0 && cout > 0, "LocalConv3x3: expected positive channel counts, got {} -> {}", cin, cout);
+  GS_CHECK(nlon % 2 == 0,
+           "LocalConv3x3: the pole rule turns a row by half a revolution, so nlon must be even; got a {}x{} grid", nlat,
+           nlon);
+  weight_ = register_parameter("weight", ctx.make("weight", {cout, cin, 3, 3}, Init::torch_default(cin * 9)));
+  bias_ = register_parameter("bias", ctx.make("bias", {cout}, Init::torch_default(cin * 9)));
+}
+
+Tensor LocalConv3x3::forward(const Tensor& x) const {
+  return dist::local_conv3x3(x, use_param(weight_), use_param(bias_), nlat_, nlon_, grid_);
+}
 
 // ---- ConditionalLayerNorm
 
@@ -331,8 +370,12 @@ class NormAffine : public Module {
 
 ConditionalLayerNorm::ConditionalLayerNorm(int64_t channels, int64_t nlat, int64_t nlon, const ContextDims& dims,
                                            bool global, double eps, bool affine, const InitContext& ctx)
-    : Module("ConditionalLayerNorm"), channels_(channels), nlat_(nlat), nlon_(nlon), dims_(dims), global_(global),
-      eps_(eps) {
+    : Module("ConditionalLayerNorm"), channels_(channels), nlat_(ctx.grid.local_lat(nlat).count),
+      nlon_(ctx.grid.local_lon(nlon).count), dims_(dims), global_(global), eps_(eps) {
+  GS_CHECK(!(global && ctx.grid.spatially_split()),
+           "ConditionalLayerNorm: the global layer norm (statistics over (C, H, W)) is not available on a process grid "
+           "that splits the sphere ({}); use the per-pixel norm (global_layer_norm false) or h = w = 1",
+           ctx.grid.str());
   GS_CHECK(dims.noise >= 0 && dims.pos >= 0 && dims.labels >= 0,
            "ConditionalLayerNorm: context dimensions must be >= 0, got noise {}, pos {}, labels {}", dims.noise,
            dims.pos, dims.labels);

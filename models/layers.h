@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "distributed/distribution.h"
+#include "distributed/process_grid.h"
 #include "engine/tensor.h"
 #include "models/module.h"
 #include "ops/gelu_fused.h"
@@ -47,15 +49,22 @@ struct Init {
 };
 
 // Where a layer's parameters come from: the seed, the dtype, and the dotted prefix of the layer in
-// the model ("blocks.0.mlp.fwd.0."), so each parameter's key is param_key(seed, prefix + name).
+// the model ("blocks.0.mlp.fwd.0."), so each parameter's key is param_key(seed, prefix + name); and
+// the process grid the layer runs on (a one-process grid by default).
 struct InitContext {
   uint64_t seed = 0;
   DType dtype = DType::f32;
   std::string prefix;
+  dist::ProcessGrid grid;
 
-  InitContext child(const std::string& name) const { return {seed, dtype, prefix + name + "."}; }
+  InitContext child(const std::string& name) const { return {seed, dtype, prefix + name + ".", grid}; }
   Tensor make(const std::string& name, const Shape& sizes, const Init& init) const;
   Tensor make(const std::string& name, const Shape& sizes, const Init& init, DType dtype) const;
+  // This rank's shard (distribution d over grid) of the whole parameter make() draws: the values a
+  // one-process model holds at those indices, on every decomposition.
+  Tensor make_shard(const std::string& name, const Shape& whole, const Init& init, const dist::Distribution& d) const;
+  Tensor make_shard(const std::string& name, const Shape& whole, const Init& init, const dist::Distribution& d,
+                    DType dtype) const;
 };
 
 // ---- functional parameter substitution (torch.func.functional_call): within the scope of a
@@ -162,6 +171,9 @@ class Mlp : public Module {
 // of the data). The residual is the input, or, when the two transforms live on different grids,
 // the input taken through both (isht(sht(x))), as torch-harmonics' scale_residual.
 // Coefficients are complex(dtype): c64 for f32 models, c128 for f64.
+// On a grid that splits the sphere (ctx.grid) x is this rank's tile, the transforms are the
+// distributed ones (distributed/sphere_transforms.h) and the weight is sharded the way the
+// coefficients are: degrees (dim 2) over h, and for the diagonal operator orders (dim 3) over w.
 class SpectralFilter : public Module {
  public:
   SpectralFilter(const sphere::ShtSpec& forward, const sphere::ShtSpec& inverse, int64_t cin, int64_t cout,
@@ -176,6 +188,7 @@ class SpectralFilter : public Module {
 
  private:
   sphere::ShtSpec fwd_, inv_;
+  dist::ProcessGrid grid_;
   int64_t cin_, cout_;
   sphere::SpectralOperator op_;
   bool scale_residual_;
@@ -190,6 +203,8 @@ class SpectralFilter : public Module {
 //   instance_norm: nn.InstanceNorm2d(C, eps, affine=True): the same statistics, affine per channel (C);
 //   none:          identity (no parameters).
 // Both use the uniform mean over the H*W points (instance_norm_sphere without quadrature weights).
+// On a split sphere (ctx.grid) the statistics are global (dist::instance_norm) and the layer
+// norm's (H, W) weight and bias are sharded: rows over h, columns over w.
 enum class NormKind { none, layer_norm, instance_norm };
 NormKind parse_norm_kind(std::string_view name);  // "none", "layer_norm", "instance_norm"
 
@@ -201,7 +216,24 @@ class GridNorm : public Module {
 
  private:
   NormKind kind_;
+  int64_t nlat_, nlon_;
+  dist::ProcessGrid grid_;
   double eps_;
+  Tensor weight_, bias_;
+};
+
+// A pole-aware 3x3 convolution (sphere::local_conv3x3; nn.Conv2d(cin, cout, 3, padding=1) away
+// from the poles) on an (nlat, nlon) grid, nlon even: weight (Cout, Cin, 3, 3), bias (Cout),
+// PyTorch's default initialisation. On a split sphere it reads its neighbours through the halo
+// exchange (dist::local_conv3x3).
+class LocalConv3x3 : public Module {
+ public:
+  LocalConv3x3(int64_t cin, int64_t cout, int64_t nlat, int64_t nlon, const InitContext& ctx);
+  Tensor forward(const Tensor& x) const;  // (B, Cin, rows, cols) -> (B, Cout, rows, cols)
+
+ private:
+  int64_t nlat_, nlon_;
+  dist::ProcessGrid grid_;
   Tensor weight_, bias_;
 };
 
@@ -226,6 +258,8 @@ class ChannelLayerNorm : public Module {
 // Always named "position_embeddings". torch's state dict also lists the sequence and spectral
 // buffers (persistent buffers); here constant buffers are rebuilt from the options instead, so
 // drop those two keys when loading a torch state dict.
+// On a split sphere (ctx.grid) each rank holds its tile: learnable lat sharded along dim 2 over h,
+// learnable latlon also along dim 3 over w; the constant tables are cut to the tile.
 enum class PosEmbedKind { none, sequence, spectral, learnable_lat, learnable_latlon };
 PosEmbedKind parse_pos_embed(std::string_view name);  // "none", "sequence", "spectral", "learnable lat", "learnable latlon"
 
@@ -247,6 +281,8 @@ class PositionEmbedding : public Module {
 // without bias, W_*_labels are linear maps with bias. All start at zero (ACE's reset_parameters),
 // so a fresh layer is a plain layer norm. With `affine`, the norm's own weight and bias follow
 // (ACE's elementwise_affine: (C) per channel, (C, H, W) when global), before the modulation.
+// On a split sphere (ctx.grid) the per-pixel norm works on this rank's tile unchanged; the global
+// variant (statistics over (C, H, W)) is refused there.
 struct ContextDims {
   int64_t noise = 0;   // channels of the noise field (B, noise, H, W)
   int64_t pos = 0;     // channels of the position embedding (B, pos, H, W)
@@ -259,6 +295,7 @@ struct ConditioningInputs {
 };
 class ConditionalLayerNorm : public Module {
  public:
+  // nlat, nlon: the whole sphere's; x and the context fields are this rank's tiles.
   ConditionalLayerNorm(int64_t channels, int64_t nlat, int64_t nlon, const ContextDims& dims, bool global,
                        double eps, bool affine, const InitContext& ctx);
   Tensor forward(const Tensor& x, const ConditioningInputs& c) const;

@@ -5,6 +5,7 @@
 // a broadcast into a Legendre table, throws instead of corrupting saved tensors) or mutable
 // (running statistics, synchronised only at step boundaries).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -123,6 +124,10 @@ class Model : public Module {
  public:
   using Module::Module;
   virtual Tensor forward(const Tensor& x, const ForwardContext& ctx = {}) = 0;
+  // The (nlat, nlon) of the whole sphere the model maps (its input and output fields); {0, 0} when
+  // it does not say. On a process grid that splits the sphere, forward takes and returns this
+  // rank's tile of it (the stepper needs the whole shape for its losses).
+  virtual std::array<int64_t, 2> grid_shape() const { return {0, 0}; }
 };
 
 // Buffers at a step boundary (DESIGN.md): mutable buffers (running statistics) are broadcast from

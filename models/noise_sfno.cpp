@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "distributed/sphere_blocks.h"
+#include "distributed/sphere_transforms.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/error.h"
 #include "engine/factory.h"
@@ -26,7 +28,7 @@ class AceSpectralConv : public Module {
  public:
   AceSpectralConv(const sphere::ShtSpec& fwd, const sphere::ShtSpec& inv, int64_t C, int64_t groups,
                   bool filter_residual, const InitContext& ctx)
-      : Module("SpectralConvS2"), fwd_(fwd), inv_(inv), C_(C), G_(groups) {
+      : Module("SpectralConvS2"), fwd_(fwd), inv_(inv), grid_(ctx.grid), C_(C), G_(groups) {
     GS_CHECK(groups >= 1 && C % groups == 0, "SpectralConvS2: embed_dim {} is not divisible by filter_num_groups {}", C,
              groups);
     round_trip_ = filter_residual || fwd.nlat != inv.nlat || fwd.nlon != inv.nlon || fwd.grid != inv.grid;
@@ -39,13 +41,15 @@ class AceSpectralConv : public Module {
       f[0] = std::numbers::sqrt2;
       w = mul(w, cast_copy(from_vector(f, {1, L, 1, 1, 1}), ctx.dtype));
     }
-    weight_ = register_parameter("weight", w);
+    // Split like the coefficients: degrees (dim 1) over h.
+    const auto d = dist::Distribution::sharded_along(1, dist::GridAxis::h);
+    weight_ = register_parameter("weight", dist::local_shard(w, d, ctx.grid), d);
     bias_ = register_parameter("bias", ctx.make("bias", {1, C, 1, 1}, Init::zeros()));
   }
 
   SpectralFilter::Output forward(const Tensor& x) const {
-    Tensor coeffs = sphere::sht(x, fwd_);  // (B, C, L, M)
-    Tensor residual = round_trip_ ? sphere::isht(coeffs, inv_) : x;
+    Tensor coeffs = dist::sht(x, fwd_, grid_);  // (B, C, L, M): this rank's block
+    Tensor residual = round_trip_ ? dist::isht(coeffs, inv_, grid_) : x;
     Tensor wc = view_as_complex(use_param(weight_));  // (G, L, C/G, C/G) complex
     Tensor y;
     if (G_ == 1) {
@@ -57,12 +61,13 @@ class AceSpectralConv : public Module {
         parts.push_back(sphere::spectral_conv_dh(xs[static_cast<size_t>(g)], permute(select(wc, 0, g), {2, 1, 0})));
       y = cat(parts, 1);
     }
-    y = add(sphere::isht(y, inv_), use_param(bias_));
+    y = add(dist::isht(y, inv_, grid_), use_param(bias_));
     return {y, residual};
   }
 
  private:
   sphere::ShtSpec fwd_, inv_;
+  dist::ProcessGrid grid_;
   int64_t C_, G_;
   bool round_trip_;
   Tensor weight_, bias_;
@@ -160,7 +165,8 @@ class AceStack : public Module {
 // ACE's conditional SphericalFourierNeuralOperatorNet (scale_factor 1).
 class ConditionalSFNO : public Module {
  public:
-  ConditionalSFNO(const NoiseSfnoOptions& o, const InitContext& ctx) : Module("SphericalFourierNeuralOperatorNet"), o_(o) {
+  ConditionalSFNO(const NoiseSfnoOptions& o, const InitContext& ctx)
+      : Module("SphericalFourierNeuralOperatorNet"), o_(o), grid_(ctx.grid) {
     const auto [H, W] = o.img_shape;
     const sphere::GridKind data_grid = sphere::parse_grid_kind(o.data_grid);
     const int64_t lmax = static_cast<int64_t>(static_cast<double>(H) * o.hard_thresholding_fraction);
@@ -189,18 +195,20 @@ class ConditionalSFNO : public Module {
     }
     decoder_ = register_module("decoder", std::make_shared<AceStack>(C + (o.big_skip ? o.in_chans : 0), C, o.out_chans,
                                                                     o.encoder_layers, act, ctx.child("decoder")));
-    if (o.pos_embed) pos_embed_ = register_parameter("pos_embed", ctx.make("pos_embed", {1, C, H, W}, kAceInit));
+    const auto tile = dist::Distribution::sharded_2d(2, 3);
+    if (o.pos_embed)
+      pos_embed_ = register_parameter("pos_embed", ctx.make_shard("pos_embed", {1, C, H, W}, kAceInit, tile), tile);
   }
 
   Tensor forward(const Tensor& x, const ConditioningInputs& c) const {
     Tensor residual;
-    if (o_.big_skip) residual = o_.filter_residual ? sphere::isht(sphere::sht(x, data_), data_) : x;
+    if (o_.big_skip) residual = o_.filter_residual ? dist::isht(dist::sht(x, data_, grid_), data_, grid_) : x;
     Tensor y = encoder_->forward(x);  // (B, C, H, W)
     if (pos_embed_.defined()) y = add(y, use_param(pos_embed_));
     for (const auto& blk : blocks_) y = blk->forward(y, c);
     if (o_.big_skip) y = cat({y, residual}, 1);
     y = decoder_->forward(y);  // (B, out_chans, H, W)
-    if (o_.filter_output) y = sphere::isht(sphere::sht(y, data_), data_);
+    if (o_.filter_output) y = dist::isht(dist::sht(y, data_, grid_), data_, grid_);
     return y;
   }
 
@@ -209,6 +217,7 @@ class ConditionalSFNO : public Module {
 
  private:
   NoiseSfnoOptions o_;
+  dist::ProcessGrid grid_;
   sphere::ShtSpec data_, internal_;
   std::shared_ptr<AceStack> encoder_, decoder_;
   std::vector<std::shared_ptr<AceBlock>> blocks_;
@@ -252,18 +261,16 @@ void check_options(const NoiseSfnoOptions& o) {
 NoiseConditionedSFNO::NoiseConditionedSFNO(const NoiseSfnoOptions& o, const dist::ProcessGrid& pgrid)
     : Model("NoiseConditionedSFNO"), opt_(o), pgrid_(pgrid) {
   check_options(o);
-  GS_CHECK(!pgrid.spatially_split(),
-           "NoiseConditionedSFNO: the process grid {} splits the sphere, but distributed spherical harmonic transforms "
-           "are not implemented yet; use h = w = 1 (data parallelism only)",
-           pgrid.str());
-  const InitContext root{o.seed, o.dtype, ""};
+  const InitContext root{o.seed, o.dtype, "", pgrid};
   model_ = register_module("conditional_model", std::make_shared<ConditionalSFNO>(o, root.child("conditional_model")));
   const auto [H, W] = o.img_shape;
   if (o.context_pos_embed_dim > 0) {
     const int64_t P = o.context_pos_embed_dim;
-    pos_embed_ = register_parameter("pos_embed", root.make("pos_embed", {1, P, H, W}, kAceInit));
+    const auto tile = dist::Distribution::sharded_2d(2, 3);
+    pos_embed_ = register_parameter("pos_embed", root.make_shard("pos_embed", {1, P, H, W}, kAceInit, tile), tile);
     if (o.n_labels > 0)
-      label_pos_embed_ = register_parameter("label_pos_embed", root.make("label_pos_embed", {o.n_labels, P, H, W}, kAceInit));
+      label_pos_embed_ = register_parameter(
+          "label_pos_embed", root.make_shard("label_pos_embed", {o.n_labels, P, H, W}, kAceInit, tile), tile);
   }
 }
 
@@ -277,18 +284,21 @@ Tensor NoiseConditionedSFNO::make_noise(int64_t batch, RandomKey key) const {
   const int64_t E = opt_.noise_embed_dim, H = opt_.img_shape[0], W = opt_.img_shape[1];
   if (E == 0) return {};
   NoGradGuard ng;
-  if (opt_.noise_type == "gaussian") return randn({batch, E, H, W}, key, opt_.dtype);
+  // Drawn by global element index, so every decomposition draws the one-process field (its tile).
+  if (opt_.noise_type == "gaussian") return dist::randn_tile({batch, E}, H, W, key, opt_.dtype, pgrid_);
   // isotropic: unit-variance coefficients (m = 0 real), scaled so the field has unit variance per point.
   const sphere::ShtSpec& s = model_->data_spec();
   const int64_t L = s.lmax, M = s.mmax;
-  Tensor re = randn({batch, E, L, M}, key, opt_.dtype);
-  Tensor im = randn({batch, E, L, M}, RandomKey{key.seed, key.stream ^ 0x69736f74726f70ULL}, opt_.dtype);
-  std::vector<double> fr(static_cast<size_t>(M), 1.0 / std::numbers::sqrt2), fi = fr;
-  fr[0] = 1.0, fi[0] = 0.0;
+  const dist::Block orders = dist::local_orders(pgrid_, M);
+  Tensor re = dist::randn_coeff_block({batch, E}, L, M, key, opt_.dtype, pgrid_);
+  Tensor im = dist::randn_coeff_block({batch, E}, L, M, RandomKey{key.seed, key.stream ^ 0x69736f74726f70ULL},
+                                      opt_.dtype, pgrid_);
+  std::vector<double> fr(static_cast<size_t>(orders.count), 1.0 / std::numbers::sqrt2), fi = fr;
+  if (orders.start == 0 && orders.count > 0) fr[0] = 1.0, fi[0] = 0.0;
   const double scale = std::sqrt(4.0 * std::numbers::pi) / static_cast<double>(L);
-  Tensor alm = complex(mul(re, cast_copy(from_vector(fr, {M}), opt_.dtype)),
-                       mul(im, cast_copy(from_vector(fi, {M}), opt_.dtype)));
-  return sphere::isht(mul(alm, scalar_like(alm, scale)), s);
+  Tensor alm = complex(mul(re, cast_copy(from_vector(fr, {orders.count}), opt_.dtype)),
+                       mul(im, cast_copy(from_vector(fi, {orders.count}), opt_.dtype)));
+  return dist::isht(mul(alm, scalar_like(alm, scale)), s, pgrid_);
 }
 
 Tensor NoiseConditionedSFNO::forward(const Tensor& x, const ForwardContext& ctx) {

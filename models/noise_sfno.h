@@ -52,7 +52,11 @@
 //     lmax = H and an inexact quadrature): use hard_thresholding_fraction <= 0.5 there.
 //   - Unsupported builder settings are errors: operator_type other than "dhconv", filter_type other
 //     than "linear", residual_filter_factor != 1, context_pos_embed_dim > 0 together with pos_embed.
-//   - A ProcessGrid that splits the sphere is refused (no distributed transforms yet).
+//   - On a ProcessGrid that splits the sphere forward takes this rank's tile; the transforms are
+//     the distributed ones, the noise is drawn by global index (gaussian: the tile of the
+//     one-process field; isotropic: the block of its coefficients through the distributed inverse
+//     SHT), the spectral weights are split over h by degree and the position embeddings by tile.
+//     global_layer_norm is refused there.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -116,6 +120,7 @@ class NoiseConditionedSFNO : public Model {
 
   const NoiseSfnoOptions& options() const { return opt_; }
   const dist::ProcessGrid& process_grid() const { return pgrid_; }
+  std::array<int64_t, 2> grid_shape() const override { return opt_.img_shape; }
   // The transform on the data grid (the isotropic noise, filter_residual, filter_output) and the
   // internal legendre-gauss one.
   const sphere::ShtSpec& data_spec() const;

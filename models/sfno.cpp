@@ -17,7 +17,7 @@ namespace gs::models {
 // identity skip shares it.
 class SfnoBlock : public Module {
  public:
-  enum class Skip { none, linear, identity };
+  enum class Skip { none, linear, identity, local3x3 };
 
   SfnoBlock(const sphere::ShtSpec& fwd, const sphere::ShtSpec& inv, const SfnoOptions& o, const InitContext& ctx)
       : Module("SphericalFourierNeuralOperatorBlock"), inner_(parse_skip(o.inner_skip, "inner_skip")),
@@ -36,6 +36,9 @@ class SfnoBlock : public Module {
       inner_skip_ = register_module("inner_skip", std::make_shared<Conv1x1>(C, C, true, Init::normal(std::sqrt(gain / C)),
                                                                             Init::torch_default(C),
                                                                             ctx.child("inner_skip")));
+    if (inner_ == Skip::local3x3)
+      inner_local_ = register_module("inner_skip", std::make_shared<LocalConv3x3>(C, C, inv.nlat, inv.nlon,
+                                                                                  ctx.child("inner_skip")));
     double mlp_gain = 1.0;
     if (outer_ == Skip::linear || inner_ == Skip::identity) mlp_gain /= 2.0;
     if (o.use_mlp) {
@@ -51,6 +54,9 @@ class SfnoBlock : public Module {
       outer_skip_ = register_module("outer_skip", std::make_shared<Conv1x1>(C, C, true, Init::normal(std::sqrt(mlp_gain / C)),
                                                                             Init::torch_default(C),
                                                                             ctx.child("outer_skip")));
+    if (outer_ == Skip::local3x3)
+      outer_local_ = register_module("outer_skip", std::make_shared<LocalConv3x3>(C, C, inv.nlat, inv.nlon,
+                                                                                  ctx.child("outer_skip")));
   }
 
   Tensor forward(const Tensor& x) const {
@@ -58,9 +64,11 @@ class SfnoBlock : public Module {
     y = norm_->forward(y);
     if (inner_ == Skip::linear) y = add(y, inner_skip_->forward(residual));
     if (inner_ == Skip::identity) y = add(y, residual);
+    if (inner_ == Skip::local3x3) y = add(y, inner_local_->forward(residual));
     if (mlp_) y = mlp_->forward(y);
     if (outer_ == Skip::linear) y = add(y, outer_skip_->forward(residual));
     if (outer_ == Skip::identity) y = add(y, residual);
+    if (outer_ == Skip::local3x3) y = add(y, outer_local_->forward(residual));
     return y;
   }
 
@@ -69,13 +77,15 @@ class SfnoBlock : public Module {
     if (s == "none") return Skip::none;
     if (s == "linear") return Skip::linear;
     if (s == "identity") return Skip::identity;
-    fail("SFNO: unknown {} '{}'; expected one of none, linear, identity", what, s);
+    if (s == "local3x3") return Skip::local3x3;
+    fail("SFNO: unknown {} '{}'; expected one of none, linear, identity, local3x3", what, s);
   }
 
   Skip inner_, outer_;
   std::shared_ptr<SpectralFilter> global_conv_;
   std::shared_ptr<GridNorm> norm_;
   std::shared_ptr<Conv1x1> inner_skip_, outer_skip_;
+  std::shared_ptr<LocalConv3x3> inner_local_, outer_local_;
   std::shared_ptr<Mlp> mlp_;
 };
 
@@ -109,10 +119,6 @@ void check_options(const SfnoOptions& o) {
 SFNO::SFNO(const SfnoOptions& o, const dist::ProcessGrid& pgrid) : Model("SphericalFourierNeuralOperator"), opt_(o),
                                                                    pgrid_(pgrid) {
   check_options(o);
-  GS_CHECK(!pgrid.spatially_split(),
-           "SFNO: the process grid {} splits the sphere, but distributed spherical harmonic transforms are not "
-           "implemented yet; use h = w = 1 (data parallelism only)",
-           pgrid.str());
   const auto [H, W] = o.img_size;
   const sphere::GridKind grid = sphere::parse_grid_kind(o.grid);
   const sphere::GridKind grid_internal = sphere::parse_grid_kind(o.grid_internal);
@@ -136,7 +142,7 @@ SFNO::SFNO(const SfnoOptions& o, const dist::ProcessGrid& pgrid) : Model("Spheri
          H, W, o.grid, h_, w_, o.grid_internal, modes_, e.what());
   }
 
-  const InitContext root{o.seed, o.dtype, ""};
+  const InitContext root{o.seed, o.dtype, "", pgrid};
   const int64_t C = o.embed_dim;
   const PosEmbedKind pe = parse_pos_embed(o.pos_embed);
   if (pe != PosEmbedKind::none)

@@ -37,9 +37,13 @@
 //   - The transforms use gs::sphere's ortho SHT; a truncation beyond what a grid's quadrature
 //     resolves (e.g. equiangular with scale_factor 1) is refused by make_sht_spec, where
 //     torch-harmonics would run with an inexact quadrature.
-//   - Spatial model parallelism needs distributed transforms, which do not exist yet: a
-//     ProcessGrid that splits the sphere (h * w > 1) is refused; data parallelism is fine
-//     (every parameter is replicated).
+//   - inner_skip / outer_skip "local3x3" (gradsphere's local variant): a pole-aware 3x3
+//     convolution with bias of the residual (LocalConv3x3; blocks.i.inner_skip.weight (C, C, 3, 3),
+//     .bias (C)); needs an even nlon on the grid it runs on.
+//   - On a ProcessGrid that splits the sphere (h * w > 1) forward takes and returns this rank's
+//     tile; the transforms, norms, local convolutions and position embeddings are the distributed
+//     ones, parameters split with the coefficients or the grid declare their Distribution
+//     (layers.h), and the result equals one process's.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -75,8 +79,8 @@ struct SfnoOptions {
   std::string pos_embed = "none";  // none, sequence, spectral, learnable lat, learnable latlon
   bool bias = false;
   // block-level settings of torch-harmonics that its net leaves at their defaults
-  std::string inner_skip = "none";      // none, linear, identity
-  std::string outer_skip = "identity";  // none, linear, identity
+  std::string inner_skip = "none";      // none, linear, identity, local3x3
+  std::string outer_skip = "identity";  // none, linear, identity, local3x3
   std::string operator_type = "driscoll-healy";  // driscoll-healy, diagonal
   bool big_skip = false;
   // gradsphere
@@ -96,6 +100,7 @@ class SFNO : public Model {
 
   const SfnoOptions& options() const { return opt_; }
   const dist::ProcessGrid& process_grid() const { return pgrid_; }
+  std::array<int64_t, 2> grid_shape() const override { return opt_.img_size; }
   // The internal grid (h, w) and the number of modes (lmax = mmax) of every transform.
   int64_t internal_nlat() const { return h_; }
   int64_t internal_nlon() const { return w_; }

@@ -1,5 +1,7 @@
 #include "models/stepper.h"
 
+#include "distributed/sphere_blocks.h"
+
 #include <cmath>
 #include <limits>
 
@@ -84,8 +86,10 @@ void Stepper::check_batch(const Batch& b) const {
   GS_CHECK(b.input.dtype() == b.targets.dtype() && is_floating(b.input.dtype()),
            "Stepper: expected input and targets of one real dtype, got {} and {}", dtype_name(b.input.dtype()),
            dtype_name(b.targets.dtype()));
-  GS_CHECK(in[2] == static_cast<int64_t>(area_weights_.size()),
-           "Stepper: the grid has {} latitudes but the stepper has {} area weights", in[2], area_weights_.size());
+  const int64_t rows = grid_.local_lat(static_cast<int64_t>(area_weights_.size())).count;
+  GS_CHECK(in[2] == rows,
+           "Stepper: the grid has {} latitudes but the stepper has {} area weights{}", in[2], area_weights_.size(),
+           grid_.spatially_split() ? fmt::format(" (this rank's tile of them: {} rows)", rows) : std::string());
   GS_CHECK(o_.step_weights.empty() || static_cast<int64_t>(o_.step_weights.size()) == tg[1],
            "Stepper: {} step weights for a rollout of {} steps", o_.step_weights.size(), tg[1]);
   GS_CHECK(o_.micro_batches <= in[0], "Stepper: cannot split a batch of {} into {} micro-batches", in[0],
@@ -100,6 +104,16 @@ const Tensor& Stepper::area_weights(DType dtype) {
 
 void Stepper::set_distributed(const dist::ProcessGrid& grid, dist::ReducerOptions options) {
   GS_CHECK(!reducer_, "Stepper::set_distributed: already distributed over {}", grid_.str());
+  if (grid.spatially_split()) {
+    const auto shape = model_->grid_shape();
+    GS_CHECK(shape[0] > 0 && shape[1] > 0,
+             "Stepper::set_distributed: the grid {} splits the sphere, but the model does not say the shape of the "
+             "whole sphere it maps (Model::grid_shape), which the losses need",
+             grid.str());
+    GS_CHECK(shape[0] == static_cast<int64_t>(area_weights_.size()),
+             "Stepper::set_distributed: the model maps a {}x{} sphere but the stepper has {} area weights", shape[0],
+             shape[1], area_weights_.size());
+  }
   grid_ = grid;
   reduced_params_.clear();
   for (const auto& p : model_->named_parameters()) reduced_params_.push_back({p.name, p.tensor, p.distribution});
@@ -135,7 +149,10 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
                "Stepper: the model must map its input {} to a prediction of the same shape and dtype (fed back as "
                "the next input), got {}",
                x.meta_str(), pred.meta_str());
-      loss = sphere::area_weighted_mse(pred, select(targets, 1, k), aw);
+      // On a split sphere the loss is the whole sphere's, replicated over the spatial group.
+      loss = grid_.spatially_split()
+                 ? dist::area_weighted_mse(pred, select(targets, 1, k), area_weights_, model_->grid_shape()[1], grid_)
+                 : sphere::area_weighted_mse(pred, select(targets, 1, k), aw);
     }
     const double value = loss.item<double>();
     r.step_losses[k] += share * value;
@@ -172,6 +189,18 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
 TrainResult Stepper::compute_gradients(const Batch& batch) {
   check_batch(batch);
   const int64_t B = batch.input.size(0), n = batch.targets.size(1), k = o_.micro_batches;
+  if (reducer_ && grid_.data_size() > 1) {
+    // The reducer averages the replicas, which is the global batch's mean only for equal shares:
+    // refuse unequal ones on every rank alike (every rank sees the same extremes).
+    Tensor lo = from_vector(std::vector<int64_t>{B}), hi = from_vector(std::vector<int64_t>{B});
+    grid_.comm(dist::Group::world)->all_reduce(lo, dist::ReduceOp::min);
+    grid_.comm(dist::Group::world)->all_reduce(hi, dist::ReduceOp::max);
+    GS_CHECK(lo.item<int64_t>() == hi.item<int64_t>(),
+             "Stepper: the data-parallel replicas hold batches of {} to {} samples (this rank: {}); the gradient "
+             "reducer averages replicas, so every replica needs an equal share of the global batch (a global batch "
+             "divisible by the data size {})",
+             lo.item<int64_t>(), hi.item<int64_t>(), B, grid_.data_size());
+  }
   model_->zero_grad();
   optimizer_->zero_grad();
   TrainResult r;

@@ -83,13 +83,15 @@ class Stepper {
   // Validates the whole state before changing anything.
   void load_training_state(const StateDict& state);
 
-  // Data-parallel (and, once the models split the sphere, spatially parallel) training over `grid`:
+  // Data-parallel and spatially parallel training over `grid` (on a grid that splits the sphere the
+  // model and the batches are this rank's tiles, and the losses are the whole sphere's):
   // gradients go through a GradientReducer (one reduction per optimizer step: the stepper tells it
   // which backward pass is the step's last), the reported losses are averaged over the data group,
   // the gradient norm (clipping, reports) is the global one, a non-finite loss on any rank skips
   // the step on every rank, and with the replica checker on (GS_CHECK_REPLICAS=1) the parameters
   // are compared across their groups after every optimizer step. Each rank passes its own share of
-  // the global batch to train_on_batch; shares must be equal (the reducer averages replicas).
+  // the global batch to train_on_batch; shares must be equal (the reducer averages replicas): unequal
+  // ones are refused on every rank with an error naming the sizes.
   void set_distributed(const dist::ProcessGrid& grid, dist::ReducerOptions options = {});
   const dist::GradientReducer* reducer() const { return reducer_.get(); }
 

@@ -366,6 +366,8 @@ TEST_CASE("NoiseConditionedSFNO: errors for options and inputs it refuses") {
   refused([](NoiseSfnoOptions& b) { b.filter_num_groups = 2; }, "not divisible by filter_num_groups 2");
   refused([](NoiseSfnoOptions& b) { b.data_grid = "equiangular"; }, "lower hard_thresholding_fraction");
   refused([](NoiseSfnoOptions& b) { b.dtype = DType::c128; }, "expected dtype f32 or f64");
-  const std::string e = error_of([&] { NoiseConditionedSFNO s(tiny(DType::f32), dist::ProcessGrid(1, 1, 2, 0)); });
-  CHECK(contains(e, "splits the sphere"));
+  NoiseSfnoOptions global = tiny(DType::f32);
+  global.global_layer_norm = true;
+  const std::string e = error_of([&] { NoiseConditionedSFNO s(global, dist::ProcessGrid(1, 1, 2, 0)); });
+  CHECK(contains(e, "is not available on a process grid that splits the sphere"));
 }

@@ -135,7 +135,10 @@ TEST_CASE("SFNO: torch-harmonics' parameter names, shapes and counts") {
     CHECK(s.at("blocks.3.mlp.fwd.2.weight") == Shape{16, 32, 1, 1});
     CHECK(s.at("decoder.0.weight") == Shape{2, 16, 1, 1});
     for (const auto& p : m.named_parameters()) {
-      CHECK(!p.distribution.sharded());
+      // The spectral weights split with the coefficients (degrees over h); everything else is replicated.
+      const bool spectral = p.name.find("global_conv.weight") != std::string::npos;
+      CHECK(p.distribution == (spectral ? dist::Distribution::sharded_along(2, dist::GridAxis::h)
+                                        : dist::Distribution::replicated()));
       CHECK(p.tensor.dtype() == (p.name.find("global_conv.weight") != std::string::npos ? DType::c64 : DType::f32));
     }
   }
@@ -456,8 +459,12 @@ TEST_CASE("SFNO: errors for options and inputs it refuses") {
   // equiangular 8 x 16 at full resolution would need lmax 8 > (8 + 1) / 2 = 4.
   refused([](SfnoOptions& b) { b.scale_factor = 1; }, "are not available");
 
-  const std::string e = error_of([&] { SFNO s(tiny_options(DType::f32), dist::ProcessGrid(1, 2, 1, 0)); });
-  CHECK(contains(e, "splits the sphere"));
+  // A grid that splits the sphere: this rank's shard of the spectral weights, its tile as input.
+  SFNO split(tiny_options(DType::f32), dist::ProcessGrid(1, 2, 1, 1));
+  const int64_t L = split.modes();
+  CHECK(split.named_parameters()[1].name == "blocks.0.global_conv.weight");
+  CHECK(split.named_parameters()[1].tensor.size(2) == L / 2);
+  CHECK(contains(error_of([&] { split.forward(randn({1, 2, 8, 16}, {1, 1})); }), "expected x (B, in_chans, nlat, nlon) = (B, 2, 4, 16)"));
   SFNO data_parallel(tiny_options(DType::f32), dist::ProcessGrid(2, 1, 1, 1));
   CHECK(data_parallel.process_grid().data_size() == 2);
   CHECK(data_parallel.forward(randn({1, 2, 8, 16}, {1, 1})).sizes() == Shape{1, 2, 8, 16});
