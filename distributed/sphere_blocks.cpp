@@ -155,25 +155,32 @@ Tensor area_weighted_mse(const Tensor& pred, const Tensor& target, const std::ve
   return reduce_replicated(partial, grid.comm(Group::spatial));
 }
 
-Tensor randn_tile(const Shape& lead, int64_t nlat, int64_t nlon, RandomKey key, DType dtype, const ProcessGrid& grid) {
-  const Block r = grid.local_lat(nlat), c = grid.local_lon(nlon);
+namespace {
+// The window of randn for rows `r` and columns `c` of the trailing dims, samples from first_sample:
+// row-major indices do not depend on the leading size, so the samples after the window do not matter.
+Tensor randn_window(const Shape& lead, int64_t rows, int64_t cols, Block r, Block c, int64_t first_sample,
+                    RandomKey key, DType dtype) {
+  GS_CHECK(!lead.empty() && first_sample >= 0, "dist::randn: expected leading dims (samples, ...) and first_sample >= 0");
   RandomWindow win{lead, Shape(lead.size(), 0)};
-  win.global_sizes.push_back(nlat), win.global_sizes.push_back(nlon);
+  win.global_sizes[0] += first_sample;
+  win.start[0] = first_sample;
+  win.global_sizes.push_back(rows), win.global_sizes.push_back(cols);
   win.start.push_back(r.start), win.start.push_back(c.start);
   Shape local = lead;
   local.push_back(r.count), local.push_back(c.count);
   return randn(local, key, dtype, &win);
 }
+}  // namespace
+
+Tensor randn_tile(const Shape& lead, int64_t nlat, int64_t nlon, RandomKey key, DType dtype, const ProcessGrid& grid,
+                  int64_t first_sample) {
+  return randn_window(lead, nlat, nlon, grid.local_lat(nlat), grid.local_lon(nlon), first_sample, key, dtype);
+}
 
 Tensor randn_coeff_block(const Shape& lead, int64_t lmax, int64_t mmax, RandomKey key, DType dtype,
-                         const ProcessGrid& grid) {
-  const Block l = split_block(lmax, grid.h_size(), grid.h_rank()), m = split_block(mmax, grid.w_size(), grid.w_rank());
-  RandomWindow win{lead, Shape(lead.size(), 0)};
-  win.global_sizes.push_back(lmax), win.global_sizes.push_back(mmax);
-  win.start.push_back(l.start), win.start.push_back(m.start);
-  Shape local = lead;
-  local.push_back(l.count), local.push_back(m.count);
-  return randn(local, key, dtype, &win);
+                         const ProcessGrid& grid, int64_t first_sample) {
+  return randn_window(lead, lmax, mmax, split_block(lmax, grid.h_size(), grid.h_rank()),
+                      split_block(mmax, grid.w_size(), grid.w_rank()), first_sample, key, dtype);
 }
 
 Tensor local_shard(const Tensor& whole, const Distribution& d, const ProcessGrid& grid) {

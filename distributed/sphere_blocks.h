@@ -44,11 +44,13 @@ Tensor area_weighted_mse(const Tensor& pred, const Tensor& target, const std::ve
                          int64_t nlon, const ProcessGrid& grid);
 
 // This rank's tile of randn({lead..., nlat, nlon}, key, dtype): the same values as the field drawn
-// whole on one process.
-Tensor randn_tile(const Shape& lead, int64_t nlat, int64_t nlon, RandomKey key, DType dtype, const ProcessGrid& grid);
-// This rank's (degrees, orders) block of randn({lead..., lmax, mmax}, key, dtype).
+// whole on one process. first_sample offsets dim 0 (the samples): the tile holds global samples
+// first_sample .. first_sample + lead[0] - 1, whose values do not depend on how many follow.
+Tensor randn_tile(const Shape& lead, int64_t nlat, int64_t nlon, RandomKey key, DType dtype, const ProcessGrid& grid,
+                  int64_t first_sample = 0);
+// This rank's (degrees, orders) block of randn({lead..., lmax, mmax}, key, dtype), likewise.
 Tensor randn_coeff_block(const Shape& lead, int64_t lmax, int64_t mmax, RandomKey key, DType dtype,
-                         const ProcessGrid& grid);
+                         const ProcessGrid& grid, int64_t first_sample = 0);
 
 // The slice of a replicated whole tensor that this rank holds for Distribution d's dims
 // (rows of dim h_dim over h, of w_dim over w): how a sharded parameter is cut from the full one.

@@ -113,10 +113,14 @@ class Module {
 };
 
 // What a forward pass may need besides its input. A noise-conditioned model keys its noise by
-// `noise_key`, so a resumed run draws exactly the noise an uninterrupted one would have.
+// `noise_key`, so a resumed run draws exactly the noise an uninterrupted one would have, and draws
+// it per global sample: the noise of sample first_sample + i depends only on the key and that
+// index, so a batch split into micro-batches or over data-parallel replicas draws the noise the
+// whole batch draws on one process.
 struct ForwardContext {
   RandomKey noise_key{};
-  Tensor labels;  // (B, n_labels), optional
+  Tensor labels;             // (B, n_labels), optional
+  int64_t first_sample = 0;  // the global index of x's first sample
 };
 
 // A network the stepper can drive: (B, Cin, H, W) -> (B, Cout, H, W).

@@ -279,20 +279,20 @@ NoiseConditionedSFNO::~NoiseConditionedSFNO() = default;
 const sphere::ShtSpec& NoiseConditionedSFNO::data_spec() const { return model_->data_spec(); }
 const sphere::ShtSpec& NoiseConditionedSFNO::internal_spec() const { return model_->internal_spec(); }
 
-Tensor NoiseConditionedSFNO::make_noise(int64_t batch, RandomKey key) const {
+Tensor NoiseConditionedSFNO::make_noise(int64_t batch, RandomKey key, int64_t first_sample) const {
   GS_CHECK(batch >= 1, "NoiseConditionedSFNO: expected a batch >= 1, got {}", batch);
   const int64_t E = opt_.noise_embed_dim, H = opt_.img_shape[0], W = opt_.img_shape[1];
   if (E == 0) return {};
   NoGradGuard ng;
   // Drawn by global element index, so every decomposition draws the one-process field (its tile).
-  if (opt_.noise_type == "gaussian") return dist::randn_tile({batch, E}, H, W, key, opt_.dtype, pgrid_);
+  if (opt_.noise_type == "gaussian") return dist::randn_tile({batch, E}, H, W, key, opt_.dtype, pgrid_, first_sample);
   // isotropic: unit-variance coefficients (m = 0 real), scaled so the field has unit variance per point.
   const sphere::ShtSpec& s = model_->data_spec();
   const int64_t L = s.lmax, M = s.mmax;
   const dist::Block orders = dist::local_orders(pgrid_, M);
-  Tensor re = dist::randn_coeff_block({batch, E}, L, M, key, opt_.dtype, pgrid_);
+  Tensor re = dist::randn_coeff_block({batch, E}, L, M, key, opt_.dtype, pgrid_, first_sample);
   Tensor im = dist::randn_coeff_block({batch, E}, L, M, RandomKey{key.seed, key.stream ^ 0x69736f74726f70ULL},
-                                      opt_.dtype, pgrid_);
+                                      opt_.dtype, pgrid_, first_sample);
   std::vector<double> fr(static_cast<size_t>(orders.count), 1.0 / std::numbers::sqrt2), fi = fr;
   if (orders.start == 0 && orders.count > 0) fr[0] = 1.0, fi[0] = 0.0;
   const double scale = std::sqrt(4.0 * std::numbers::pi) / static_cast<double>(L);
@@ -304,7 +304,7 @@ Tensor NoiseConditionedSFNO::make_noise(int64_t batch, RandomKey key) const {
 Tensor NoiseConditionedSFNO::forward(const Tensor& x, const ForwardContext& ctx) {
   GS_CHECK(x.defined() && x.dim() == 4, "NoiseConditionedSFNO: expected x (B, in_chans, nlat, nlon), got {}",
            x.meta_str());
-  return forward_with_noise(x, make_noise(x.size(0), ctx.noise_key), ctx.labels);
+  return forward_with_noise(x, make_noise(x.size(0), ctx.noise_key, ctx.first_sample), ctx.labels);
 }
 
 Tensor NoiseConditionedSFNO::forward_with_noise(const Tensor& x, const Tensor& noise, const Tensor& labels) {

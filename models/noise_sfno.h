@@ -115,8 +115,9 @@ class NoiseConditionedSFNO : public Model {
   Tensor forward(const Tensor& x, const ForwardContext& ctx = {}) override;
   // The same with a given noise field (B, noise_embed_dim, H, W) (undefined when noise_embed_dim is 0).
   Tensor forward_with_noise(const Tensor& x, const Tensor& noise, const Tensor& labels = {});
-  // The noise forward() draws for `batch` fields under `key`: (batch, noise_embed_dim, H, W), no history.
-  Tensor make_noise(int64_t batch, RandomKey key) const;
+  // The noise forward() draws for `batch` fields under `key`: (batch, noise_embed_dim, H, W), no
+  // history (this rank's tile on a split sphere), for global samples first_sample onwards.
+  Tensor make_noise(int64_t batch, RandomKey key, int64_t first_sample = 0) const;
 
   const NoiseSfnoOptions& options() const { return opt_; }
   const dist::ProcessGrid& process_grid() const { return pgrid_; }

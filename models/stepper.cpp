@@ -43,9 +43,8 @@ StateDict with_prefix_removed(const StateDict& state, const std::string& prefix)
 
 }  // namespace
 
-RandomKey stepper_noise_key(uint64_t seed, int64_t global_step, int64_t micro_batch, int64_t rollout_step) {
-  return {seed, noise_stream(kTrainTag, static_cast<uint64_t>(global_step), static_cast<uint64_t>(micro_batch),
-                             static_cast<uint64_t>(rollout_step))};
+RandomKey stepper_noise_key(uint64_t seed, int64_t global_step, int64_t rollout_step) {
+  return {seed, noise_stream(kTrainTag, static_cast<uint64_t>(global_step), 0, static_cast<uint64_t>(rollout_step))};
 }
 
 RandomKey stepper_predict_key(uint64_t seed, uint64_t rollout_id, int64_t rollout_step) {
@@ -131,8 +130,8 @@ void Stepper::before_backward(bool last) const {
   if (reducer_) reducer_->prepare_for_backward(last);
 }
 
-void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_t mb, bool last_mb, double share,
-                              TrainResult& r) {
+void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_t mb, int64_t first_sample, bool last_mb,
+                              double share, TrainResult& r) {
   const int64_t n = targets.size(1);
   const Tensor& aw = area_weights(input.dtype());
   Tensor x = input;           // (b, C, H, W)
@@ -143,7 +142,8 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
     {
       GradModeGuard grad_mode(optimised);
       ForwardContext ctx;
-      ctx.noise_key = stepper_noise_key(o_.seed, global_step_, mb, k);
+      ctx.noise_key = stepper_noise_key(o_.seed, global_step_, k);
+      ctx.first_sample = first_sample;
       pred = model_->forward(x, ctx);  // (b, C, H, W)
       GS_CHECK(pred.defined() && pred.sizes() == x.sizes() && pred.dtype() == x.dtype(),
                "Stepper: the model must map its input {} to a prediction of the same shape and dtype (fed back as "
@@ -211,8 +211,9 @@ TrainResult Stepper::compute_gradients(const Batch& batch) {
   int64_t start = 0;
   for (int64_t mb = 0; mb < k && r.applied; ++mb) {
     const int64_t len = B / k + (mb < B % k ? 1 : 0);
-    run_micro_batch(narrow(batch.input, 0, start, len), narrow(batch.targets, 0, start, len), mb, mb == k - 1,
-                    static_cast<double>(len) / static_cast<double>(B), r);
+    // Shares are equal (checked above), so this replica's samples start at data_rank * B.
+    run_micro_batch(narrow(batch.input, 0, start, len), narrow(batch.targets, 0, start, len), mb,
+                    grid_.data_rank() * B + start, mb == k - 1, static_cast<double>(len) / static_cast<double>(B), r);
     start += len;
   }
   if (r.applied && reducer_ && grid_.data_size() > 1) {
@@ -281,6 +282,7 @@ Tensor Stepper::predict(const Tensor& input, int64_t n_steps, uint64_t rollout_i
   for (int64_t k = 0; k < n_steps; ++k) {
     ForwardContext ctx;
     ctx.noise_key = stepper_predict_key(o_.seed, rollout_id, k);
+    ctx.first_sample = grid_.data_rank() * s[0];  // (replicas predict equal shares of a global batch)
     Tensor pred = model_->forward(x, ctx);
     GS_CHECK(pred.defined() && pred.sizes() == x.sizes() && pred.dtype() == x.dtype(),
              "Stepper::predict: the model must map its input {} to a prediction of the same shape and dtype, got {}",

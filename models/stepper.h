@@ -52,9 +52,10 @@ struct TrainResult {
 };
 
 // The noise key of one forward call during training: a deterministic function of
-// (seed, global step, micro-batch, rollout step), so a resumed run draws the noise the
-// uninterrupted run would have drawn.
-RandomKey stepper_noise_key(uint64_t seed, int64_t global_step, int64_t micro_batch, int64_t rollout_step);
+// (seed, global step, rollout step), so a resumed run draws the noise the uninterrupted run would
+// have drawn. Every micro-batch and data-parallel replica uses the step's key with the global index
+// of its first sample (ForwardContext::first_sample), so a split batch draws the whole batch's noise.
+RandomKey stepper_noise_key(uint64_t seed, int64_t global_step, int64_t rollout_step);
 // The key predict() uses for step k of rollout `rollout_id`: never equal to a training key.
 RandomKey stepper_predict_key(uint64_t seed, uint64_t rollout_id, int64_t rollout_step);
 
@@ -104,8 +105,8 @@ class Stepper {
   void check_batch(const Batch& batch) const;
   const Tensor& area_weights(DType dtype);
   // Rolls micro-batch `mb` (B_mb samples) forward, backpropagates its share, adds its losses.
-  void run_micro_batch(const Tensor& input, const Tensor& targets, int64_t mb, bool last_mb, double share,
-                       TrainResult& r);
+  void run_micro_batch(const Tensor& input, const Tensor& targets, int64_t mb, int64_t first_sample, bool last_mb,
+                       double share, TrainResult& r);
   // Whether any rank of the job saw a non-finite value (every rank takes the same decision).
   bool any_rank(bool bad) const;
   void before_backward(bool last) const;

@@ -28,20 +28,25 @@ namespace {
 constexpr int64_t B = 3, C = 2, H = 3, W = 4, N = 3;
 const std::vector<double> kArea{0.5, 1.0, 0.5};
 
-// y[b, c] = scale[c] * x[b, c] + bias[c] (+ noise_std * randn keyed by ctx.noise_key).
+// y[b, c] = scale[c] * x[b, c] + bias[c] (+ noise_std * randn keyed by ctx.noise_key, per global
+// sample from ctx.first_sample).
 struct ChannelAffine : Model {
   Tensor scale, bias;
   double noise_std;
-  std::vector<RandomKey> keys;  // every key forward() was given
+  std::vector<RandomKey> keys;         // every key forward() was given
+  std::vector<int64_t> first_samples;  // and every first sample
   explicit ChannelAffine(double noise_std = 0, DType dt = DType::f64) : Model("ChannelAffine"), noise_std(noise_std) {
     scale = register_parameter("scale", cast_copy(from_vector(std::vector<double>{0.9, 1.2}), dt));
     bias = register_parameter("bias", cast_copy(from_vector(std::vector<double>{0.1, -0.2}), dt));
   }
   Tensor forward(const Tensor& x, const ForwardContext& ctx) override {
     keys.push_back(ctx.noise_key);
+    first_samples.push_back(ctx.first_sample);
     const int64_t c = x.size(1);
     Tensor y = add(mul(x, reshape(scale, {1, c, 1, 1})), reshape(bias, {1, c, 1, 1}));
-    if (noise_std > 0) y = add(y, mul(randn(x.sizes(), ctx.noise_key, x.dtype()), noise_std));
+    RandomWindow window{x.sizes(), Shape(4, 0)};
+    window.global_sizes[0] += ctx.first_sample, window.start[0] = ctx.first_sample;
+    if (noise_std > 0) y = add(y, mul(randn(x.sizes(), ctx.noise_key, x.dtype(), &window), noise_std));
     return y;
   }
 };
@@ -304,18 +309,17 @@ TEST_CASE("stepper: a non-finite loss changes nothing and says which step") {
   CHECK(quiet.stepper->global_step() == 1);
 }
 
-TEST_CASE("stepper: noise keys come from (seed, step, micro-batch, rollout step); a resume is bitwise") {
+TEST_CASE("stepper: noise keys come from (seed, step, rollout step) and the first sample; a resume is bitwise") {
   std::set<uint64_t> streams;
   for (int64_t step = 0; step < 3; ++step)
-    for (int64_t mb = 0; mb < 3; ++mb)
-      for (int64_t k = 0; k < 3; ++k) {
-        RandomKey key = stepper_noise_key(42, step, mb, k);
-        CHECK(key.seed == 42);
-        CHECK(key.stream == stepper_noise_key(42, step, mb, k).stream);
-        streams.insert(key.stream);
-        streams.insert(stepper_predict_key(42, step, k).stream);
-      }
-  CHECK(streams.size() == 27 + 9);  // all distinct, training and predict keys never collide
+    for (int64_t k = 0; k < 3; ++k) {
+      RandomKey key = stepper_noise_key(42, step, k);
+      CHECK(key.seed == 42);
+      CHECK(key.stream == stepper_noise_key(42, step, k).stream);
+      streams.insert(key.stream);
+      streams.insert(stepper_predict_key(42, step, k).stream);
+    }
+  CHECK(streams.size() == 9 + 9);  // all distinct, training and predict keys never collide
 
   const StepperOptions o{.micro_batches = 2, .seed = 42};
   auto sched = [] { return std::make_shared<WarmupCosineLr>(WarmupCosineOptions{.base_lr = 0.02, .warmup_steps = 2, .total_steps = 10}); };
@@ -323,12 +327,16 @@ TEST_CASE("stepper: noise keys come from (seed, step, micro-batch, rollout step)
   std::vector<Batch> batches;
   for (int i = 0; i < 5; ++i) batches.push_back(make_test_batch(100 + 2 * i));
   for (int i = 0; i < 2; ++i) a.stepper->train_on_batch(batches[i]);
-  // The keys the model saw: step 0 then step 1, micro-batch-major, rollout step-minor.
+  // The keys the model saw: step 0 then step 1, micro-batch-major, rollout step-minor; each
+  // micro-batch with the step's key and its first sample.
   REQUIRE(a.model->keys.size() == 2 * 2 * N);
   size_t idx = 0;
   for (int64_t step = 0; step < 2; ++step)
     for (int64_t mb = 0; mb < 2; ++mb)
-      for (int64_t k = 0; k < N; ++k) CHECK(a.model->keys[idx++].stream == stepper_noise_key(42, step, mb, k).stream);
+      for (int64_t k = 0; k < N; ++k) {
+        CHECK(a.model->first_samples[idx] == mb * 2);  // batches of 3 in micro-batches of 2 and 1
+        CHECK(a.model->keys[idx++].stream == stepper_noise_key(42, step, k).stream);
+      }
 
   // Checkpoint: model weights (copied) and the training state; then carry on.
   StateDict weights;
