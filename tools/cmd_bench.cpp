@@ -17,7 +17,7 @@ struct BenchArgs {
 
 const std::map<std::string, int (*)(const BenchOptions&)>& benches() {
   static const std::map<std::string, int (*)(const BenchOptions&)> b = {
-      {"engine", &bench_engine}, {"sht", &bench_sht}, {"train", &bench_train}, {"comm", &bench_comm}};
+      {"engine", &bench_engine}, {"sht", &bench_sht}, {"train", &bench_train}, {"comm", &bench_comm}, {"dist", &bench_dist}};
   return b;
 }
 
@@ -36,7 +36,7 @@ int run_bench(const BenchArgs& args) {
 void add_bench_command(CLI::App& app, CommandRegistry& commands) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* sub = app.add_subcommand("bench", "Measure speed against baselines run in the same process");
-  sub->add_option("name", args->name, "Which benchmark (engine, sht, train, comm: run comm under mpiexec -n N)")->required();
+  sub->add_option("name", args->name, "Which benchmark (engine, sht, train, comm, dist: run comm and dist under mpiexec -n N)")->required();
   sub->add_flag("--quick", args->options.quick, "Small sizes (a smoke run, not a measurement)");
   sub->add_option("--csv", args->options.csv, "Also write the results to this CSV file (sht, train)");
   commands.add(sub, [args] { return run_bench(*args); });

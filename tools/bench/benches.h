@@ -13,5 +13,6 @@ int bench_engine(const BenchOptions& opt);
 int bench_sht(const BenchOptions& opt);
 int bench_train(const BenchOptions& opt);
 int bench_comm(const BenchOptions& opt);  // run under mpiexec -n N
+int bench_dist(const BenchOptions& opt);  // run under mpiexec -n N
 
 }  // namespace gs::tools

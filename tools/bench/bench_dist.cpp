@@ -1,0 +1,157 @@
+// `mpiexec -n N gradsphere bench dist`: the distributed SHT and one SFNO training step on every
+// spatial grid 1 x h x w of the N ranks. Per row: the slowest rank's median time, the bytes the
+// busiest rank sent to other ranks per call (counted by the transposes), the least a transpose-based
+// transform must send (every block as even as the split allows: sphere_transforms.h), and the
+// Legendre table bytes each rank holds against one process. Strong scaling: a fixed problem at
+// every N; weak scaling: the fields grow with N (the work per rank stays the same). Run at N = 1, 2
+// and 4 and compare the rows.
+#include <fmt/core.h>
+
+#include <memory>
+#include <vector>
+
+#include "distributed/collectives.h"
+#include "distributed/sphere_transforms.h"
+#include "distributed/world.h"
+#include "engine/autograd/grad_mode.h"
+#include "engine/factory.h"
+#include "models/optim.h"
+#include "models/sfno.h"
+#include "models/stepper.h"
+#include "ops/ops.h"
+#include "ops/sphere/grids.h"
+#include "tools/bench/benches.h"
+#include "tools/bench/timing.h"
+
+namespace gs::tools {
+namespace {
+
+// The slowest rank's median seconds of body, and the most bytes one rank sent per call.
+struct Measured {
+  double seconds = 0;
+  double bytes_sent = 0;
+};
+
+template <typename F>
+Measured measure(dist::Communicator& world, F&& body, int repeats) {
+  const int64_t before = dist::transpose_bytes_sent();
+  const double t = median_seconds(
+      [&] {
+        world.barrier();
+        body();
+      },
+      repeats);
+  const double sent = static_cast<double>(dist::transpose_bytes_sent() - before) / (repeats + 1);
+  Tensor v = from_vector(std::vector<double>{t, sent});
+  world.all_reduce(v, dist::ReduceOp::max);
+  const auto r = v.to_vector<double>();
+  return {r[0], r[1]};
+}
+
+double max_over_ranks(dist::Communicator& world, double x) {
+  Tensor v = from_vector(std::vector<double>{x});
+  world.all_reduce(v, dist::ReduceOp::max);
+  return v.item<double>();
+}
+
+std::vector<dist::GridSpec> spatial_grids(int64_t n) {
+  std::vector<dist::GridSpec> out;
+  for (const auto& g : dist::all_grids(n))
+    if (g.data == 1) out.push_back(g);
+  return out;
+}
+
+void bench_sht_rows(dist::Communicator& world, const dist::CommPtr& world_ptr, bool quick) {
+  const bool root = world.rank() == 0;
+  const int64_t n = world.size();
+  const sphere::ShtSpec spec = quick ? sphere::make_sht_spec(sphere::GridKind::legendre_gauss, 32, 64)
+                                     : sphere::make_sht_spec(sphere::GridKind::legendre_gauss, 181, 360);
+  const int64_t strong_fields = quick ? 4 : 32, weak_fields_per_rank = quick ? 2 : 8;
+  const int repeats = quick ? 2 : 7;
+  if (root) {
+    fmt::print("distributed SHT: {}, f32 fields, sht then isht (forward only) and with backward\n\n", spec.str());
+    fmt::print("| {:<7} | {:<7} | {:>6} | {:>11} | {:>11} | {:>14} | {:>14} | {:>15} |\n", "scaling", "grid", "fields",
+               "fwd ms", "fwd+bwd ms", "sent MB/rank", "min MB/rank", "table MB/rank");
+    fmt::print("|---------|---------|--------|-------------|-------------|----------------|----------------|-----------------|\n");
+  }
+  for (bool weak : {false, true}) {
+    const int64_t fields = weak ? weak_fields_per_rank * n : strong_fields;
+    for (const auto& gs : spatial_grids(n)) {
+      const auto grid = dist::ProcessGrid::create(world_ptr, gs);
+      const Tensor x = randn({fields, grid.local_lat(spec.nlat).count, grid.local_lon(spec.nlon).count}, {3, 1},
+                             DType::f32);
+      Measured fwd, both;
+      {
+        NoGradGuard ng;
+        fwd = measure(world, [&] { dist::isht(dist::sht(x, spec, grid), spec, grid); }, repeats);
+      }
+      Tensor xg = clone(x);
+      xg.set_requires_grad();
+      both = measure(world, [&] {
+        xg.set_grad(Tensor());
+        Tensor y = dist::isht(dist::sht(xg, spec, grid), spec, grid);
+        sum(mul(y, y)).backward();
+      }, repeats);
+      // One transform's minimum, times two (sht and isht move the same amounts).
+      const double min_bytes = 2.0 * static_cast<double>(dist::sht_min_bytes_sent(spec, fields, DType::f32, grid));
+      const double tables = max_over_ranks(world, static_cast<double>(dist::sht_table_bytes(spec, DType::f32, true, false, grid) +
+                                                                      dist::sht_table_bytes(spec, DType::f32, false, false, grid)));
+      if (root)
+        fmt::print("| {:<7} | {:<7} | {:>6} | {:>11.2f} | {:>11.2f} | {:>14.2f} | {:>14.2f} | {:>15.2f} |\n",
+                   weak ? "weak" : "strong", gs.str(), fields, fwd.seconds * 1e3, both.seconds * 1e3,
+                   fwd.bytes_sent / 1e6, min_bytes / 1e6, tables / 1e6);
+    }
+  }
+}
+
+void bench_train_rows(dist::Communicator& world, const dist::CommPtr& world_ptr, bool quick) {
+  const bool root = world.rank() == 0;
+  const int64_t n = world.size();
+  models::SfnoOptions o;
+  o.img_size = quick ? std::array<int64_t, 2>{17, 32} : std::array<int64_t, 2>{91, 180};
+  o.grid = "equiangular";
+  o.scale_factor = 2;
+  o.in_chans = o.out_chans = 3;
+  o.embed_dim = quick ? 8 : 32;
+  o.num_layers = quick ? 2 : 4;
+  o.normalization_layer = "instance_norm";
+  o.dtype = DType::f32;
+  const int repeats = quick ? 2 : 5;
+  const std::vector<double> aw =
+      sphere::make_quadrature(sphere::GridKind::equiangular, o.img_size[0]).weights;
+  if (root) {
+    fmt::print("\nSFNO training step (Adam, 2-step rollout): {}x{} equiangular, embed {}, {} layers, f32\n\n", o.img_size[0],
+               o.img_size[1], o.embed_dim, o.num_layers);
+    fmt::print("| {:<7} | {:<7} | {:>6} | {:>11} | {:>14} |\n", "scaling", "grid", "batch", "ms / step", "sent MB/rank");
+    fmt::print("|---------|---------|--------|-------------|----------------|\n");
+  }
+  for (bool weak : {false, true}) {
+    const int64_t batch = weak ? 2 * n : 2;
+    for (const auto& gs : spatial_grids(n)) {
+      const auto grid = dist::ProcessGrid::create(world_ptr, gs);
+      auto model = std::make_shared<models::SFNO>(o, grid);
+      auto opt = std::make_shared<models::Adam>(model->named_parameters(), models::AdamOptions{.lr = 1e-4});
+      models::Stepper stepper(model, opt, aw);
+      stepper.set_distributed(grid);
+      const int64_t rows = grid.local_lat(o.img_size[0]).count, cols = grid.local_lon(o.img_size[1]).count;
+      const models::Batch b{randn({batch, 3, rows, cols}, {8, 1}, DType::f32),
+                            randn({batch, 2, 3, rows, cols}, {8, 2}, DType::f32)};
+      const Measured m = measure(world, [&] { stepper.train_on_batch(b); }, repeats);
+      if (root)
+        fmt::print("| {:<7} | {:<7} | {:>6} | {:>11.1f} | {:>14.2f} |\n", weak ? "weak" : "strong", gs.str(), batch,
+                   m.seconds * 1e3, m.bytes_sent / 1e6);
+    }
+  }
+}
+
+}  // namespace
+
+int bench_dist(const BenchOptions& opt) {
+  auto world = dist::world_communicator();
+  if (world->rank() == 0) fmt::print("gradsphere bench dist  ({} ranks)\n\n", world->size());
+  bench_sht_rows(*world, world, opt.quick);
+  bench_train_rows(*world, world, opt.quick);
+  return 0;
+}
+
+}  // namespace gs::tools
