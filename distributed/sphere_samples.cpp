@@ -8,6 +8,7 @@
 #include "distributed/sphere_transforms.h"
 #include "engine/factory.h"
 #include "ops/sphere/grids.h"
+#include "ops/sphere/spectral_conv.h"
 
 namespace gs::dist {
 namespace {
@@ -69,6 +70,60 @@ std::vector<DistSample> instance_norm_samples(const ProcessGrid& grid, RandomKey
   return out;
 }
 
+// sht -> spectral convolution with this rank's shard of the weight -> isht. A shard is held alike
+// by the ranks of its reduction group (data x w for a weight split over h; data for one split
+// both ways): copy_to_group over that group makes its gradient the global one, which is what the
+// reducer's sum gives the model (reduction_group in reducer.h).
+std::vector<DistSample> spectral_filter_samples(const ProcessGrid& grid, RandomKey key) {
+  std::vector<DistSample> out;
+  uint64_t s = key.stream;
+  const ShtSpec spec = sample_specs()[0];
+  const int64_t cin = 2, cout = 3;
+  for (auto op : {sphere::SpectralOperator::driscoll_healy, sphere::SpectralOperator::diagonal}) {
+    const bool diagonal = op == sphere::SpectralOperator::diagonal;
+    const Block l = local_degrees(grid, spec.lmax), m = local_orders(grid, spec.mmax);
+    Shape wshape{cin, cout, l.count};
+    if (diagonal) wshape.push_back(m.count);
+    const Group group = diagonal ? Group::data : Group::data_w;
+    DistSample d;
+    d.label = diagonal ? "diagonal, weight split by degree and order" : "driscoll-healy, weight split by degree";
+    d.inputs = {dist_sample_leaf(grid, {1, cin, grid.local_lat(spec.nlat).count, grid.local_lon(spec.nlon).count},
+                                 {key.seed, ++s}, Placement::per_rank()),
+                dist_sample_leaf(grid, wshape, {key.seed, ++s}, Placement::replicated_over(group), DType::c128)};
+    d.input_placement = {Placement::per_rank(), Placement::replicated_over(group)};
+    d.output_placement = {Placement::per_rank()};
+    d.linear = false;  // bilinear in (x, weight)
+    d.fn = [grid, spec, op, group](const V& x) {
+      const Tensor w = copy_to_group(x[1], grid.comm(group));
+      return V{isht(sphere::spectral_conv(sht(x[0], spec, grid), w, op), spec, grid)};
+    };
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+// The layer norm over the grid with this rank's tile of the (H, W) affine parameters (held alike
+// over the data group).
+std::vector<DistSample> grid_layer_norm_samples(const ProcessGrid& grid, RandomKey key) {
+  const int64_t nlat = 5, nlon = 6;
+  uint64_t s = key.stream;
+  const Shape tile{grid.local_lat(nlat).count, grid.local_lon(nlon).count};
+  const Placement over_data = Placement::replicated_over(Group::data);
+  DistSample d;
+  d.label = "5x6 field, affine (H, W) by tile";
+  d.inputs = {dist_sample_leaf(grid, {2, 2, tile[0], tile[1]}, {key.seed, ++s}, Placement::per_rank()),
+              dist_sample_leaf(grid, tile, {key.seed, ++s}, over_data),
+              dist_sample_leaf(grid, tile, {key.seed, ++s}, over_data)};
+  d.input_placement = {Placement::per_rank(), over_data, over_data};
+  d.output_placement = {Placement::per_rank()};
+  d.linear = false;
+  d.fn = [grid, nlat, nlon](const V& x) {
+    const CommPtr& data = grid.comm(Group::data);
+    return V{grid_layer_norm(x[0], copy_to_group(x[1], data), copy_to_group(x[2], data), 1e-5, nlat, nlon, grid)};
+  };
+  return {std::move(d)};
+}
+
 std::vector<DistSample> local_conv_samples(const ProcessGrid& grid, RandomKey key) {
   const int64_t nlat = 6, nlon = 8;
   if (grid.h_size() > nlat || grid.w_size() > nlon) return {};
@@ -113,7 +168,9 @@ DistRegistrar sphere_ops{
     {"dist::isht", [](const ProcessGrid& g, RandomKey k) { return transform_samples(g, k, true, false); }},
     {"dist::vector_sht", [](const ProcessGrid& g, RandomKey k) { return transform_samples(g, k, false, true); }},
     {"dist::ivector_sht", [](const ProcessGrid& g, RandomKey k) { return transform_samples(g, k, true, true); }},
+    {"dist::spectral_filter", spectral_filter_samples},
     {"dist::instance_norm", instance_norm_samples},
+    {"dist::grid_layer_norm", grid_layer_norm_samples},
     {"dist::local_conv3x3", local_conv_samples},
     {"dist::area_weighted_mean", [](const ProcessGrid& g, RandomKey k) { return area_samples(g, k, false); }},
     {"dist::area_weighted_mse", [](const ProcessGrid& g, RandomKey k) { return area_samples(g, k, true); }},
