@@ -15,6 +15,7 @@
 #pragma once
 #include <vector>
 
+#include "distributed/distribution.h"
 #include "distributed/process_grid.h"
 #include "engine/random.h"
 #include "engine/tensor.h"
@@ -54,7 +55,6 @@ Tensor randn_coeff_block(const Shape& lead, int64_t lmax, int64_t mmax, RandomKe
 
 // The slice of a replicated whole tensor that this rank holds for Distribution d's dims
 // (rows of dim h_dim over h, of w_dim over w): how a sharded parameter is cut from the full one.
-struct Distribution;
 Tensor local_shard(const Tensor& whole, const Distribution& d, const ProcessGrid& grid);
 
 }  // namespace gs::dist

@@ -13,7 +13,7 @@ namespace gs::models {
 // One SphericalFourierNeuralOperatorBlock (torch-harmonics' names: global_conv, norm, inner_skip,
 // mlp, outer_skip). Initial scales follow its gain bookkeeping: the spectral weight's variance is
 // gain / C with gain 2 (1 for the identity activation), halved when an inner skip shares the
-// output; the MLP's output layer gets gain 1, halved when an outer linear skip or an inner
+// output; the MLP's output layer gets gain 1, halved when an outer linear or local3x3 skip or an inner
 // identity skip shares it.
 class SfnoBlock : public Module {
  public:
@@ -40,7 +40,7 @@ class SfnoBlock : public Module {
       inner_local_ = register_module("inner_skip", std::make_shared<LocalConv3x3>(C, C, inv.nlat, inv.nlon,
                                                                                   ctx.child("inner_skip")));
     double mlp_gain = 1.0;
-    if (outer_ == Skip::linear || inner_ == Skip::identity) mlp_gain /= 2.0;
+    if (outer_ == Skip::linear || outer_ == Skip::local3x3 || inner_ == Skip::identity) mlp_gain /= 2.0;
     if (o.use_mlp) {
       MlpSpec s;
       s.in = C, s.out = C, s.hidden = static_cast<int64_t>(static_cast<double>(C) * o.mlp_ratio);

@@ -81,8 +81,8 @@ void read_sfno(const ConfigNode& n, models::SfnoOptions& o) {
   o.pos_embed = n.get_choice_or("pos_embed", o.pos_embed,
                                 {"none", "sequence", "spectral", "learnable lat", "learnable latlon"});
   o.bias = n.get_bool_or("bias", o.bias);
-  o.inner_skip = n.get_choice_or("inner_skip", o.inner_skip, {"none", "linear", "identity"});
-  o.outer_skip = n.get_choice_or("outer_skip", o.outer_skip, {"none", "linear", "identity"});
+  o.inner_skip = n.get_choice_or("inner_skip", o.inner_skip, {"none", "linear", "identity", "local3x3"});
+  o.outer_skip = n.get_choice_or("outer_skip", o.outer_skip, {"none", "linear", "identity", "local3x3"});
   o.operator_type = n.get_choice_or("operator_type", o.operator_type, {"driscoll-healy", "diagonal"});
   o.big_skip = n.get_bool_or("big_skip", o.big_skip);
 }

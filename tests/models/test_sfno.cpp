@@ -424,6 +424,39 @@ TEST_CASE("SFNO: train / eval, state dict round trip") {
   CHECK(contains(load_error, "'pos_embed.position_embeddings' expects f32 (1, 5, 8, 16)"));
 }
 
+TEST_CASE("SFNO: local3x3 skips add a pole-aware 3x3 convolution of the residual") {
+  SfnoOptions o = tiny_options(DType::f64);
+  o.inner_skip = "local3x3", o.outer_skip = "local3x3";
+  SFNO local(o);
+  const auto s = shapes_of(local);
+  CHECK(s.at("blocks.0.inner_skip.weight") == Shape{4, 4, 3, 3});
+  CHECK(s.at("blocks.1.outer_skip.bias") == Shape{4});
+  // With its kernels zeroed a local skip adds only its bias; with bias zero too it is the linear
+  // skip with zero weights (the same gains, so every other parameter starts equal).
+  SfnoOptions lin = o;
+  lin.inner_skip = "linear", lin.outer_skip = "linear";
+  SFNO linear(lin);
+  {
+    NoGradGuard ng;
+    for (auto* m : {&local, &linear})
+      for (auto& p : m->named_parameters())
+        if (p.name.find("_skip.") != std::string::npos) copy_values(p.tensor, zeros_like(p.tensor));
+  }
+  const Tensor x = randn({2, 2, 8, 16}, {4, 4}, DType::f64);
+  CHECK(gs_test::max_abs_diff(local.forward(x), linear.forward(x)) == 0.0);
+  // Non-zero kernels change the output.
+  {
+    NoGradGuard ng;
+    for (auto& p : local.named_parameters())
+      if (p.name == "blocks.0.inner_skip.weight") copy_values(p.tensor, randn(p.tensor.sizes(), {4, 5}, DType::f64));
+  }
+  CHECK(gs_test::max_abs_diff(local.forward(x), linear.forward(x)) > 1e-3);
+  // The pole rule turns a row by half a revolution: an odd nlon (internal 4 x 9) is refused.
+  SfnoOptions odd = o;
+  odd.img_size = {8, 18};
+  CHECK(contains(error_of([&] { SFNO bad(odd); }), "nlon must be even"));
+}
+
 TEST_CASE("SFNO: errors for options and inputs it refuses") {
   SfnoOptions o = tiny_options(DType::f32);
   SFNO m(o);
