@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "distributed/collectives.h"
-#include "distributed/distribution.h"
 #include "engine/error.h"
 #include "engine/factory.h"
 #include "ops/elementwise.h"
@@ -181,19 +180,6 @@ Tensor randn_coeff_block(const Shape& lead, int64_t lmax, int64_t mmax, RandomKe
                          const ProcessGrid& grid, int64_t first_sample) {
   return randn_window(lead, lmax, mmax, split_block(lmax, grid.h_size(), grid.h_rank()),
                       split_block(mmax, grid.w_size(), grid.w_rank()), first_sample, key, dtype);
-}
-
-Tensor local_shard(const Tensor& whole, const Distribution& d, const ProcessGrid& grid) {
-  Tensor t = whole;
-  if (d.h_dim >= 0) {
-    const Block b = split_block(whole.size(d.h_dim), grid.h_size(), grid.h_rank());
-    t = narrow(t, d.h_dim, b.start, b.count);
-  }
-  if (d.w_dim >= 0) {
-    const Block b = split_block(whole.size(d.w_dim), grid.w_size(), grid.w_rank());
-    t = narrow(t, d.w_dim, b.start, b.count);
-  }
-  return contiguous_copy(t, true);
 }
 
 }  // namespace gs::dist

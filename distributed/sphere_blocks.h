@@ -15,7 +15,6 @@
 #pragma once
 #include <vector>
 
-#include "distributed/distribution.h"
 #include "distributed/process_grid.h"
 #include "engine/random.h"
 #include "engine/tensor.h"
@@ -52,9 +51,5 @@ Tensor randn_tile(const Shape& lead, int64_t nlat, int64_t nlon, RandomKey key, 
 // This rank's (degrees, orders) block of randn({lead..., lmax, mmax}, key, dtype), likewise.
 Tensor randn_coeff_block(const Shape& lead, int64_t lmax, int64_t mmax, RandomKey key, DType dtype,
                          const ProcessGrid& grid, int64_t first_sample = 0);
-
-// The slice of a replicated whole tensor that this rank holds for Distribution d's dims
-// (rows of dim h_dim over h, of w_dim over w): how a sharded parameter is cut from the full one.
-Tensor local_shard(const Tensor& whole, const Distribution& d, const ProcessGrid& grid);
 
 }  // namespace gs::dist

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "distributed/shards.h"
 #include "distributed/sphere_blocks.h"
 #include "distributed/sphere_transforms.h"
 #include "engine/autograd/custom_function.h"
@@ -318,11 +319,13 @@ PositionEmbedding::PositionEmbedding(PosEmbedKind kind, int64_t C, sphere::GridK
   switch (kind) {
     case PosEmbedKind::sequence:
       table_ = register_buffer("position_embeddings",
-                               dist::local_shard(cast_copy(sequence_embedding(C, H, W), ctx.dtype), tile, ctx.grid));
+                               dist::local_shard(cast_copy(sequence_embedding(C, H, W), ctx.dtype), tile, ctx.grid),
+                               BufferKind::constant, tile);
       break;
     case PosEmbedKind::spectral:
-      table_ = register_buffer("position_embeddings", dist::local_shard(cast_copy(spectral_embedding(C, grid, H, W), ctx.dtype),
-                                                                        tile, ctx.grid));
+      table_ = register_buffer("position_embeddings",
+                               dist::local_shard(cast_copy(spectral_embedding(C, grid, H, W), ctx.dtype), tile, ctx.grid),
+                               BufferKind::constant, tile);
       break;
     case PosEmbedKind::learnable_lat:
       table_ = register_parameter("position_embeddings",

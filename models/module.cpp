@@ -45,7 +45,7 @@ Tensor Module::register_parameter(const std::string& name, Tensor value, Distrib
   return leaf;
 }
 
-Tensor Module::register_buffer(const std::string& name, Tensor value, BufferKind kind) {
+Tensor Module::register_buffer(const std::string& name, Tensor value, BufferKind kind, Distribution d) {
   check_new_name(name);
   GS_CHECK(value.defined(), "{}: buffer '{}' is undefined", type_name_, name);
   Tensor buf = contiguous_copy(value.detach(), /*force_copy=*/true);
@@ -53,7 +53,7 @@ Tensor Module::register_buffer(const std::string& name, Tensor value, BufferKind
   if (kind == BufferKind::constant)
     buf.storage()->set_read_only(fmt::format("{} buffer '{}' is constant (registered as BufferKind::constant)",
                                              type_name_, name));
-  buffers_.push_back({name, buf, kind});
+  buffers_.push_back({name, buf, kind, d});
   return buf;
 }
 
@@ -91,7 +91,7 @@ void Module::collect_parameters(const std::string& prefix, std::vector<NamedPara
 void Module::collect_buffers(const std::string& prefix, std::vector<NamedBuffer>& out,
                              std::vector<const TensorImpl*>& seen) const {
   for (auto& b : buffers_)
-    if (!seen_before(seen, b.tensor)) out.push_back({prefix + b.name, b.tensor, b.kind});
+    if (!seen_before(seen, b.tensor)) out.push_back({prefix + b.name, b.tensor, b.kind, b.distribution});
   for (auto& [cname, child] : children_) child->collect_buffers(prefix + cname + ".", out, seen);
 }
 

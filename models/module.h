@@ -35,6 +35,7 @@ struct NamedBuffer {
   std::string name;
   Tensor tensor;
   BufferKind kind;
+  Distribution distribution;  // a constant table cut to this rank's tile, or replicated
 };
 
 // name -> tensor; ordered by name (the order safetensors files use).
@@ -86,7 +87,8 @@ class Module {
   // Makes `value` a leaf that requires grad and returns the handle the module keeps.
   Tensor register_parameter(const std::string& name, Tensor value, Distribution d = Distribution::replicated());
   // constant buffers become read-only.
-  Tensor register_buffer(const std::string& name, Tensor value, BufferKind kind = BufferKind::constant);
+  Tensor register_buffer(const std::string& name, Tensor value, BufferKind kind = BufferKind::constant,
+                         Distribution d = Distribution::replicated());
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     add_child(name, m);

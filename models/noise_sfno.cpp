@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "distributed/shards.h"
 #include "distributed/sphere_blocks.h"
 #include "distributed/sphere_transforms.h"
 #include "engine/autograd/grad_mode.h"

@@ -271,7 +271,7 @@ TrainResult Stepper::train_on_batch(const Batch& batch) {
   return r;
 }
 
-Tensor Stepper::predict(const Tensor& input, int64_t n_steps, uint64_t rollout_id) {
+Tensor Stepper::predict(const Tensor& input, int64_t n_steps, uint64_t rollout_id, int64_t first_sample) {
   GS_CHECK(input.defined() && input.dim() == 4, "Stepper::predict: expected input (B, C, H, W), got {}",
            input.meta_str());
   GS_CHECK(n_steps >= 1, "Stepper::predict: expected n_steps >= 1, got {}", n_steps);
@@ -282,7 +282,7 @@ Tensor Stepper::predict(const Tensor& input, int64_t n_steps, uint64_t rollout_i
   for (int64_t k = 0; k < n_steps; ++k) {
     ForwardContext ctx;
     ctx.noise_key = stepper_predict_key(o_.seed, rollout_id, k);
-    ctx.first_sample = grid_.data_rank() * s[0];  // (replicas predict equal shares of a global batch)
+    ctx.first_sample = first_sample >= 0 ? first_sample : grid_.data_rank() * s[0];
     Tensor pred = model_->forward(x, ctx);
     GS_CHECK(pred.defined() && pred.sizes() == x.sizes() && pred.dtype() == x.dtype(),
              "Stepper::predict: the model must map its input {} to a prediction of the same shape and dtype, got {}",

@@ -74,8 +74,9 @@ class Stepper {
   TrainResult compute_gradients(const Batch& batch);
 
   // Rollout of n_steps without a tape (inference mode): (B, C, H, W) -> (B, n_steps, C, H, W),
-  // every step. Keys: stepper_predict_key(seed, rollout_id, k).
-  Tensor predict(const Tensor& input, int64_t n_steps, uint64_t rollout_id = 0);
+  // every step. Keys: stepper_predict_key(seed, rollout_id, k), noise from global sample
+  // first_sample (-1: data_rank * B, for replicas that predict equal shares of a global batch).
+  Tensor predict(const Tensor& input, int64_t n_steps, uint64_t rollout_id = 0, int64_t first_sample = -1);
 
   int64_t global_step() const { return global_step_; }
   // "stepper.global_step", "optimizer.<key>" and "schedule.<key>": everything but the model's

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "distributed/world.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/error.h"
 #include "models/checkpoint.h"
@@ -48,6 +49,11 @@ models::TrajectoryData as_trajectories(const models::TrajectoryData& like, const
 }
 
 int run_rollout(const RolloutArgs& args) {
+  // Every rank would write the same files; a checkpoint of any grid loads on one process.
+  GS_CHECK(dist::launcher_world_size() <= 1,
+           "rollout: runs as one process, but was started as one of {} (under mpiexec or srun); run it without the "
+           "launcher: the checkpoint holds whole tensors and loads on one process whatever grid trained it",
+           dist::launcher_world_size());
   const models::Checkpoint ck = models::load_checkpoint(args.checkpoint);
   const TrainConfig cfg = train_config_from_string(ck.config, args.checkpoint + " (its stored configuration)");
   auto norm_it = ck.metadata.find(kMetaNormalizer);

@@ -1,7 +1,9 @@
-// `gradsphere train CONFIG [--resume] [--out DIR] [--stop-after N]`: the training loop, top to
-// bottom: data -> model -> optimizer -> (resume) -> steps with progress, metrics, validation and
-// checkpoints -> maps and curves. Every random choice is a function of (seed, step), so a run that
-// is interrupted and resumed ends with bitwise the weights of an uninterrupted one.
+// `[mpiexec -n N] gradsphere train CONFIG [--grid DxHxW] [--resume] [--out DIR] [--stop-after N]`:
+// the training loop, top to bottom: data -> model -> optimizer -> (resume) -> steps with progress,
+// metrics, validation and checkpoints -> maps and curves. Every random choice is a function of
+// (seed, step), so a run that is interrupted and resumed ends with bitwise the weights of an
+// uninterrupted one. Under a launcher every rank runs this loop in lock-step on its part of the
+// grid; world rank 0 alone prints and writes files, and every rank waits for each checkpoint.
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -9,9 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "distributed/world.h"
+#include "engine/factory.h"
 #include "engine/error.h"
 #include "models/checkpoint.h"
 #include "tools/commands.h"
@@ -28,6 +33,7 @@ namespace fs = std::filesystem;
 struct TrainArgs {
   std::string config;
   std::string out;
+  std::string grid;  // "DxHxW"; empty: the configuration's distributed.grid, else data parallel over the world
   bool resume = false;
   bool overwrite = false;
   int64_t stop_after = 0;
@@ -36,16 +42,32 @@ struct TrainArgs {
 std::atomic<bool> g_stop_requested{false};
 extern "C" void request_stop(int) { g_stop_requested = true; }
 
-// Under mpiexec every rank would train the same model and write the same files. Distributed
-// training is the distributed layer's job; until it exists, say so instead of racing on files.
-void check_single_process() {
-  for (const char* var : {"PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS"}) {
-    const char* v = std::getenv(var);
-    GS_CHECK(!v || std::atoi(v) <= 1,
-             "train: started as one of {} processes ({}={}); distributed training is not implemented yet, "
-             "run `gradsphere train` as a single process",
-             v, var, v);
-  }
+// The grid of the job: --grid, else the configuration's distributed.grid, else every rank a data
+// replica. ProcessGrid::create checks it against the world size.
+dist::ProcessGrid make_grid(const TrainArgs& args, const TrainConfig& cfg) {
+  const dist::CommPtr world = dist::world_communicator();
+  const std::string text = !args.grid.empty() ? args.grid : cfg.distributed.grid;
+  const dist::GridSpec spec = text.empty() ? dist::GridSpec{world->size(), 1, 1} : dist::parse_grid(text);
+  GS_CHECK(spec.size() == world->size(),
+           "train: the grid {} has {} ranks but the job has {} processes; start it with mpiexec -n {} (or pass a "
+           "grid of {} ranks)",
+           spec.str(), spec.size(), world->size(), spec.size(), world->size());
+  return dist::ProcessGrid::create(world, spec);
+}
+
+// Where the other ranks' progress goes: nowhere.
+std::FILE* silent_stream() {
+  static std::FILE* null = std::fopen("/dev/null", "w");
+  GS_CHECK(null != nullptr, "train: cannot open /dev/null for the progress of a non-root rank");
+  return null;
+}
+
+// Whether any rank of the job asks to stop (every rank then stops at the same step).
+bool any_rank_stops(const dist::ProcessGrid& grid, bool mine) {
+  if (grid.is_single_process()) return mine;
+  Tensor flag = from_vector(std::vector<int64_t>{mine ? 1 : 0});
+  grid.comm(dist::Group::world)->all_reduce(flag, dist::ReduceOp::max);
+  return flag.item<int64_t>() != 0;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -63,12 +85,13 @@ const std::vector<std::string> kValidationColumns = {"step", "lead_hours", "vari
                                                      "val_loss"};
 
 int run_train(const TrainArgs& args) {
-  check_single_process();
   TrainConfig cfg = load_train_config(args.config);
   if (!args.out.empty()) cfg.output.dir = args.out;
+  const dist::ProcessGrid grid = make_grid(args, cfg);
+  const bool root = grid.is_root();
   const RunPaths paths(cfg.output.dir);
   GS_CHECK(!(args.resume && args.overwrite), "train: --resume and --overwrite exclude each other");
-  if (args.overwrite) {
+  if (args.overwrite && root) {
     // Only the files a run writes; anything else the user put in the directory stays.
     for (const fs::path& p : {paths.checkpoint, paths.metrics, paths.validation, paths.loss_curve, paths.skill_plot})
       fs::remove(p);
@@ -80,37 +103,50 @@ int run_train(const TrainArgs& args) {
            cfg.output.dir);
   GS_CHECK(!args.resume || fs::exists(paths.checkpoint), "train --resume: no checkpoint at {}",
            paths.checkpoint.string());
-  paths.create();
+  if (root) paths.create();
+  grid.comm(dist::Group::world)->barrier();  // every rank has checked the directory before rank 0 writes in it
 
   const auto t_setup = std::chrono::steady_clock::now();
-  fmt::print(stderr, "gradsphere train: {} -> {}\n", cfg.source, paths.root.string());
-  TrainingRun run(cfg);
-  fmt::print(stderr, "{}", run.describe());
-  fmt::print(stderr, "set-up took {:.1f} s\n", seconds_since(t_setup));
+  if (root)
+    fmt::print(stderr, "gradsphere train: {} -> {}{}\n", cfg.source, paths.root.string(),
+               grid.is_single_process() ? std::string()
+                                        : fmt::format(" on {} processes, grid {}", grid.world_size(), grid.spec().str()));
+  TrainingRun run(cfg, grid);
+  if (root) fmt::print(stderr, "{}", run.describe());
+  if (root) fmt::print(stderr, "set-up took {:.1f} s\n", seconds_since(t_setup));
 
   if (args.resume) {
     run.restore(models::load_checkpoint(paths.checkpoint));
-    fmt::print(stderr, "resumed from {} at step {}\n", paths.checkpoint.string(), run.step());
-  } else {
+    if (root) fmt::print(stderr, "resumed from {} at step {}\n", paths.checkpoint.string(), run.step());
+  } else if (root) {
     std::ofstream(paths.config) << cfg.text;
   }
-  auto metrics = args.resume ? MetricsCsv::append(paths.metrics.string(), metrics_columns(cfg.training.rollout_steps))
-                             : MetricsCsv::create(paths.metrics.string(), metrics_columns(cfg.training.rollout_steps));
-  auto val_csv = args.resume ? MetricsCsv::append(paths.validation.string(), kValidationColumns)
-                             : MetricsCsv::create(paths.validation.string(), kValidationColumns);
+  // Only rank 0 writes the metrics files: the others write to nowhere.
+  std::optional<MetricsCsv> metrics, val_csv;
+  if (root) {
+    metrics.emplace(args.resume ? MetricsCsv::append(paths.metrics.string(), metrics_columns(cfg.training.rollout_steps))
+                                : MetricsCsv::create(paths.metrics.string(), metrics_columns(cfg.training.rollout_steps)));
+    val_csv.emplace(args.resume ? MetricsCsv::append(paths.validation.string(), kValidationColumns)
+                                : MetricsCsv::create(paths.validation.string(), kValidationColumns));
+  }
 
   g_stop_requested = false;
   auto old_int = std::signal(SIGINT, request_stop);
   auto old_term = std::signal(SIGTERM, request_stop);
 
   const int64_t total = cfg.training.steps;
-  ProgressBar bar(total, run.step());
+  ProgressOptions progress;
+  if (!root) progress.out = silent_stream();  // one progress line per job, from rank 0
+  ProgressBar bar(total, run.step(), progress);
   int64_t last_checkpoint = args.resume ? run.step() : -1;
   int64_t steps_here = 0;
   std::optional<ValidationScores> last_scores;
   const auto t_train = std::chrono::steady_clock::now();
+  // Every rank gathers its shards; rank 0 writes (atomically); every rank waits for the file.
   auto save = [&] {
-    models::save_checkpoint(paths.checkpoint, run.checkpoint());
+    const models::Checkpoint c = run.checkpoint();
+    if (root) models::save_checkpoint(paths.checkpoint, c);
+    grid.comm(dist::Group::world)->barrier();
     last_checkpoint = run.step();
   };
 
@@ -134,24 +170,26 @@ int run_train(const TrainArgs& args) {
       std::vector<CsvCell> row = {step, r.loss, r.lr, r.grad_norm};
       for (double l : r.step_losses) row.emplace_back(l);
       row.emplace_back(seconds_since(t_train));
-      metrics.write_row(row);
+      if (metrics) metrics->write_row(row);
     }
     if ((cfg.validation.every > 0 && step % cfg.validation.every == 0) || step == total) {
       ValidationScores s = run.validate();
       for (size_t k = 0; k < s.lead_hours.size(); ++k)
         for (size_t c = 0; c < s.variables.size(); ++c)
-          val_csv.write_row({step, s.lead_hours[k], s.variables[c], s.rmse[k][c], s.persistence[k][c], s.loss});
+          if (val_csv) val_csv->write_row({step, s.lead_hours[k], s.variables[c], s.rmse[k][c], s.persistence[k][c], s.loss});
       bar.message(fmt::format("validation at step {}: loss {:.4g}\n{}", step, s.loss, format_scores(s)));
       last_scores = std::move(s);
     }
-    const bool stop = g_stop_requested || (args.stop_after > 0 && steps_here >= args.stop_after);
+    // A signal may reach the ranks at different steps: they agree before anyone stops.
+    const bool stop = any_rank_stops(grid, g_stop_requested || (args.stop_after > 0 && steps_here >= args.stop_after));
     if (step % cfg.training.checkpoint_every == 0 || step == total || stop) save();
     if (stop && step < total) {
       bar.finish();
       std::signal(SIGINT, old_int);
       std::signal(SIGTERM, old_term);
-      fmt::print(stderr, "stopped at step {} of {}; checkpoint {}\nresume with: gradsphere train {} --out {} --resume\n",
-                 step, total, paths.checkpoint.string(), args.config, paths.root.string());
+      if (root)
+        fmt::print(stderr, "stopped at step {} of {}; checkpoint {}\nresume with: gradsphere train {} --out {} --resume\n",
+                   step, total, paths.checkpoint.string(), args.config, paths.root.string());
       return g_stop_requested ? 130 : 0;
     }
   }
@@ -160,10 +198,11 @@ int run_train(const TrainArgs& args) {
   std::signal(SIGTERM, old_term);
 
   if (!last_scores) last_scores = run.validate();  // a resumed run that was already complete
+  std::vector<fs::path> maps;
+  if (cfg.output.maps) maps = run.write_validation_maps(*last_scores, paths.maps);  // collective
+  if (!root) return 0;
   write_loss_curve(paths.metrics, paths.validation, paths.loss_curve);
   write_skill_plot(*last_scores, paths.skill_plot);
-  std::vector<fs::path> maps;
-  if (cfg.output.maps) maps = run.write_validation_maps(*last_scores, paths.maps);
 
   fmt::print("trained {} steps in {:.1f} s ({} this run)\n", total, seconds_since(t_train), steps_here);
   fmt::print("final validation (area-weighted RMSE, physical units):\n{}", format_scores(*last_scores));
@@ -182,6 +221,9 @@ void add_train_command(CLI::App& app, CommandRegistry& commands) {
   CLI::App* sub = app.add_subcommand("train", "Train a model from a YAML configuration");
   sub->add_option("config", args->config, "Configuration file (see tools/configs/swe_small.yaml)")->required();
   sub->add_option("--out", args->out, "Run directory (default: output.dir of the configuration)");
+  sub->add_option("--grid", args->grid,
+                  "Process grid DATAxHxW under mpiexec (default: distributed.grid of the configuration, else every "
+                  "process a data-parallel replica)");
   sub->add_flag("--resume", args->resume, "Continue the run whose checkpoint is in the run directory");
   sub->add_flag("--overwrite", args->overwrite,
                 "Start afresh in a run directory that holds an earlier run (its checkpoint, metrics and pictures are "

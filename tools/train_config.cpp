@@ -1,5 +1,7 @@
 #include "tools/train_config.h"
 
+#include "distributed/process_grid.h"
+
 #include "engine/error.h"
 
 namespace gs::tools {
@@ -187,6 +189,11 @@ void read_output(const ConfigNode& n, OutputConfig& o) {
   o.map_scale = static_cast<int>(n.get_int_or("map_scale", o.map_scale, {.min = 1, .max = 32}));
 }
 
+void read_distributed(const ConfigNode& n, DistributedConfig& d) {
+  d.grid = n.get_string_or("grid", d.grid);
+  if (!d.grid.empty()) dist::parse_grid(d.grid);  // a malformed grid is an error now, naming the text
+}
+
 }  // namespace
 
 TrainConfig parse_train_config(const ConfigNode& root) {
@@ -199,6 +206,7 @@ TrainConfig parse_train_config(const ConfigNode& root) {
   read_training(root.optional_section("training"), c.training);
   read_validation(root.optional_section("validation"), c.validation);
   read_output(root.optional_section("output"), c.output);
+  read_distributed(root.optional_section("distributed"), c.distributed);
   c.training.stepper.seed = c.seed;
   c.model.sfno.seed = c.model.noise_sfno.seed = c.seed;
   c.model.sfno.dtype = c.model.noise_sfno.dtype = c.data.dtype;

@@ -75,6 +75,11 @@ struct OutputConfig {
   int map_scale = 4;  // pixels per grid point in the PNG maps
 };
 
+// `distributed:` how a run under mpiexec splits over its processes (the --grid flag wins).
+struct DistributedConfig {
+  std::string grid;  // "DxHxW" (data x latitude x longitude); empty: every process a data replica
+};
+
 struct TrainConfig {
   uint64_t seed = 0;  // model initialisation, batch order, noise
   DataConfig data;
@@ -84,6 +89,7 @@ struct TrainConfig {
   TrainingConfig training;
   ValidationConfig validation;
   OutputConfig output;
+  DistributedConfig distributed;
   std::string text;    // the YAML the configuration was read from (stored in checkpoints)
   std::string source;  // its file name
 };

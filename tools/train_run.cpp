@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "distributed/collectives.h"
 #include "engine/error.h"
+#include "models/sharded_state.h"
 #include "ops/ops.h"
 #include "tools/run_outputs.h"
 
@@ -22,7 +24,11 @@ RunPaths::RunPaths(const std::filesystem::path& r)
 
 void RunPaths::create() const { std::filesystem::create_directories(maps); }
 
-TrainingRun::TrainingRun(const TrainConfig& config, const dist::ProcessGrid& grid) : cfg_(config) {
+TrainingRun::TrainingRun(const TrainConfig& config, const dist::ProcessGrid& grid) : cfg_(config), grid_(grid) {
+  GS_CHECK(cfg_.training.batch_size % grid.data_size() == 0,
+           "train: training.batch_size {} does not split evenly over {} data-parallel replicas (grid {}); use a "
+           "batch size divisible by the grid's data size",
+           cfg_.training.batch_size, grid.data_size(), grid.spec().str());
   const auto t0 = std::chrono::steady_clock::now();
   data_ = load_training_data(cfg_);
   data_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -30,8 +36,22 @@ TrainingRun::TrainingRun(const TrainConfig& config, const dist::ProcessGrid& gri
   model_->train();
   stepper_ = std::make_unique<models::Stepper>(model_, build_optimizer(cfg_, *model_), data_.area_weights,
                                                cfg_.training.stepper, build_schedule(cfg_));
+  if (!grid_.is_single_process()) stepper_->set_distributed(grid_);
   validation_ = make_validation_set(data_.validation, data_.normalizer, cfg_.validation.samples,
                                     cfg_.validation.lead_steps, cfg_.data.dtype);
+  // Every replica validates every sample, on its tile.
+  validation_ = {part_of(validation_.input, false), part_of(validation_.truth, false)};
+}
+
+Tensor TrainingRun::part_of(const Tensor& whole, bool share_samples) const {
+  if (grid_.is_single_process()) return whole;
+  Tensor t = whole;
+  if (share_samples) {
+    const dist::Block s = dist::split_block(whole.size(0), grid_.data_size(), grid_.data_rank());
+    t = narrow(t, 0, s.start, s.count);
+  }
+  const dist::Block r = grid_.local_lat(whole.size(-2)), c = grid_.local_lon(whole.size(-1));
+  return contiguous(narrow(narrow(t, -2, r.start, r.count), -1, c.start, c.count));
 }
 
 std::string TrainingRun::describe() const {
@@ -55,13 +75,14 @@ std::string TrainingRun::describe() const {
 models::TrainResult TrainingRun::train_step() {
   auto windows = batch_windows(data_.train_windows, cfg_.training.batch_size, cfg_.seed, step());
   auto batch = models::make_batch(data_.train, data_.normalizer, windows, cfg_.training.rollout_steps, cfg_.data.dtype);
-  return stepper_->train_on_batch(batch);
+  return stepper_->train_on_batch({part_of(batch.input, true), part_of(batch.targets, true)});
 }
 
 ValidationScores TrainingRun::validate() {
   model_->eval();
   ValidationScores s = tools::validate(*stepper_, validation_, data_.normalizer, data_.area_weights,
-                                       data_.train.variables, data_.train.dt_hours, cfg_.training.batch_size);
+                                       data_.train.variables, data_.train.dt_hours, cfg_.training.batch_size, grid_,
+                                       data_.train.nlon);
   model_->train();
   if (auto* sched = stepper_->schedule()) sched->step_metric(s.loss);
   return s;
@@ -69,8 +90,8 @@ ValidationScores TrainingRun::validate() {
 
 models::Checkpoint TrainingRun::checkpoint() const {
   models::Checkpoint c;
-  c.model = model_->state_dict();
-  c.optimizer = stepper_->training_state();
+  c.model = models::whole_state_dict(*model_, grid_);
+  c.optimizer = models::whole_training_state(stepper_->training_state(), *model_, grid_);
   c.step = step();
   c.rng.seed = cfg_.seed;
   c.config = cfg_.text;
@@ -88,16 +109,23 @@ void TrainingRun::restore(const models::Checkpoint& c) {
   GS_CHECK(it->second == normalizer_to_string(data_.normalizer),
            "resume: the data's normalisation statistics differ from the checkpoint's ({} vs {}); the data changed",
            normalizer_to_string(data_.normalizer), it->second);
-  model_->load_state_dict(c.model);
-  stepper_->load_training_state(c.optimizer);
+  model_->load_state_dict(models::local_state_dict(c.model, *model_, grid_));
+  stepper_->load_training_state(models::local_training_state(c.optimizer, *model_, grid_));
   GS_CHECK(stepper_->global_step() == c.step, "resume: the checkpoint's step {} disagrees with its stepper state ({})",
            c.step, stepper_->global_step());
 }
 
 std::vector<std::filesystem::path> TrainingRun::write_validation_maps(const ValidationScores& s,
                                                                       const std::filesystem::path& dir) const {
-  const Tensor truth = data_.normalizer.denormalize(select(validation_.truth, 0, 0));  // (n, C, H, W)
-  const Tensor pred = data_.normalizer.denormalize(select(s.prediction, 0, 0));
+  // The first sample's tiles put together (every rank takes part; rank 0 writes).
+  auto whole = [&](const Tensor& tile) {
+    if (!grid_.spatially_split()) return tile;
+    Tensor t = dist::gather_along(tile, -2 + tile.dim(), data_.train.nlat, grid_.comm(dist::Group::h));
+    return dist::gather_along(t, -1 + t.dim(), data_.train.nlon, grid_.comm(dist::Group::w));
+  };
+  const Tensor truth = data_.normalizer.denormalize(whole(select(validation_.truth, 0, 0)));  // (n, C, H, W)
+  const Tensor pred = data_.normalizer.denormalize(whole(select(s.prediction, 0, 0)));
+  if (!grid_.is_root()) return {};
   const int64_t n = truth.size(0);
   std::vector<int64_t> leads = {0};
   if (n > 1) leads.push_back(n - 1);

@@ -22,6 +22,12 @@ struct RunPaths {
   std::filesystem::path root, checkpoint, config, metrics, validation, loss_curve, skill_plot, maps;
 };
 
+// On a process grid (mpiexec -n N gradsphere train --grid DxHxW) every rank holds the data, takes
+// its share of each batch (the data replicas) and its tile of every field (the spatial grid), and
+// the stepper reduces the gradients; the batch order depends on the seed only, so every grid
+// trains on the same samples in the same order. validate() and checkpoint() are collective: the
+// scores are the whole sphere's and the checkpoint holds whole tensors (on every rank), as one
+// process writes them; restore() takes such a checkpoint on any grid.
 class TrainingRun {
  public:
   explicit TrainingRun(const TrainConfig& config, const dist::ProcessGrid& grid = {});
@@ -37,9 +43,11 @@ class TrainingRun {
   // Loads weights, optimizer, schedule and step; refuses a checkpoint of another configuration or
   // of data with other normalisation statistics.
   void restore(const models::Checkpoint& ckpt);
-  // Maps of the first validation sample at the first and last lead, physical units.
+  // Maps of the first validation sample at the first and last lead, physical units. Collective
+  // (the tiles are gathered); world rank 0 writes them, the others return no paths.
   std::vector<std::filesystem::path> write_validation_maps(const ValidationScores& scores,
                                                            const std::filesystem::path& dir) const;
+  const dist::ProcessGrid& grid() const { return grid_; }
 
   const TrainConfig& config() const { return cfg_; }
   const TrainingData& data() const { return data_; }
@@ -47,7 +55,11 @@ class TrainingRun {
   models::Stepper& stepper() { return *stepper_; }
 
  private:
+  // This rank's samples (the data replica's equal share) and tile of a whole (B, ..., H, W) tensor.
+  Tensor part_of(const Tensor& whole, bool share_samples) const;
+
   TrainConfig cfg_;
+  dist::ProcessGrid grid_;
   TrainingData data_;
   std::shared_ptr<models::Model> model_;
   std::unique_ptr<models::Stepper> stepper_;

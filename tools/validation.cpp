@@ -7,6 +7,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/error.h"
 #include "ops/ops.h"
+#include "distributed/sphere_blocks.h"
 #include "ops/sphere/sfno_blocks.h"
 
 namespace gs::tools {
@@ -24,14 +25,15 @@ ValidationSet make_validation_set(const models::TrajectoryData& data, const mode
 
 ValidationScores validate(models::Stepper& stepper, const ValidationSet& set, const models::Normalizer& norm,
                           const std::vector<double>& area_weights, const std::vector<std::string>& variables,
-                          double dt_hours, int64_t batch_size) {
+                          double dt_hours, int64_t batch_size, const dist::ProcessGrid& grid, int64_t nlon) {
   InferenceModeGuard inference;
   const int64_t S = set.input.size(0), n = set.truth.size(1), C = set.input.size(1);
   // Roll out in chunks of batch_size initial states (the memory of one training batch).
   std::vector<Tensor> parts;
   for (int64_t s = 0; s < S; s += batch_size) {
     const int64_t b = std::min(batch_size, S - s);
-    parts.push_back(stepper.predict(narrow(set.input, 0, s, b), n, /*rollout_id=*/static_cast<uint64_t>(s)));
+    // Every replica predicts the same samples: their noise starts at global sample s.
+    parts.push_back(stepper.predict(narrow(set.input, 0, s, b), n, /*rollout_id=*/static_cast<uint64_t>(s), s));
   }
   ValidationScores r;
   r.variables = variables;
@@ -40,9 +42,9 @@ ValidationScores validate(models::Stepper& stepper, const ValidationSet& set, co
   for (int64_t k = 0; k < n; ++k) {
     const Tensor truth = select(set.truth, 1, k);       // (S, C, H, W)
     const Tensor pred = select(r.prediction, 1, k);
-    // area-weighted mean over the grid, then mean over samples: (C)
-    const Tensor mse = mean(sphere::area_weighted_mean(square(pred - truth), area_weights), {0});
-    const Tensor pmse = mean(sphere::area_weighted_mean(square(set.input - truth), area_weights), {0});
+    // area-weighted mean over the sphere (its tiles summed over the grid), then mean over samples: (C)
+    const Tensor mse = mean(dist::area_weighted_mean(square(pred - truth), area_weights, nlon, grid), {0});
+    const Tensor pmse = mean(dist::area_weighted_mean(square(set.input - truth), area_weights, nlon, grid), {0});
     const auto m = to(mse, DType::f64).to_vector<double>(), p = to(pmse, DType::f64).to_vector<double>();
     std::vector<double> rm(C), pr(C);
     for (int64_t c = 0; c < C; ++c) {

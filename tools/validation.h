@@ -32,9 +32,12 @@ struct ValidationScores {
   Tensor prediction;  // (S, n, C, H, W) normalised, for the maps
 };
 
+// On a grid that splits the sphere, `set` holds this rank's tile of every sample (every data
+// replica validates all of them), the scores are the whole sphere's (equal on every rank) and the
+// prediction is the tile; nlon is the whole sphere's.
 ValidationScores validate(models::Stepper& stepper, const ValidationSet& set, const models::Normalizer& norm,
                           const std::vector<double>& area_weights, const std::vector<std::string>& variables,
-                          double dt_hours, int64_t batch_size);
+                          double dt_hours, int64_t batch_size, const dist::ProcessGrid& grid = {}, int64_t nlon = 0);
 
 // "lead 24h: geopotential 12.3 (persistence 45.6) ..." lines, one per lead.
 std::string format_scores(const ValidationScores& s);

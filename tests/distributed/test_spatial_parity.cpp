@@ -14,6 +14,7 @@
 #include <cmath>
 #include <memory>
 
+#include "distributed/shards.h"
 #include "distributed/sphere_blocks.h"
 #include "engine/autograd/engine.h"
 #include "engine/autograd/grad_mode.h"

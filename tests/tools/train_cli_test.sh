@@ -14,44 +14,7 @@ export OMP_NUM_THREADS=1  # the test suite runs several programs at once on 2 co
 
 fail() { echo "FAIL: $*"; exit 1; }
 
-cat > "$work/tiny.yaml" <<'YAML'
-seed: 3
-data:
-  source: swe
-  swe:
-    grid: legendre-gauss
-    nlat: 16
-    nlon: 32
-    dt_hours: 6
-    train_trajectories: 2
-    validation_trajectories: 1
-    states_per_trajectory: 10
-    spinup_hours: 6
-model:
-  type: sfno
-  embed_dim: 8
-  num_layers: 2
-  scale_factor: 1
-optimizer:
-  type: adam
-  lr: 3.0e-3
-schedule:
-  type: warmup_cosine
-  warmup_steps: 4
-training:
-  steps: 40
-  batch_size: 2
-  rollout_steps: 2
-  log_every: 1
-  checkpoint_every: 10
-validation:
-  every: 20
-  samples: 2
-  lead_steps: 2
-output:
-  maps: true
-  map_scale: 2
-YAML
+cp "$(dirname "$0")/tiny.yaml" "$work/tiny.yaml"
 
 # 1. Uninterrupted run; the loss must fall.
 "$gs" train "$work/tiny.yaml" --out "$work/a" > "$work/a.log" 2>&1 || { cat "$work/a.log"; fail "training run failed"; }

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# `gradsphere train` under mpiexec on a tiny configuration, against one process:
+#   1. 1x2x2 and 2x1x2 runs end with checkpoints whose weights agree with the one-process run
+#      within 1e-5 (f32), and print the same validation table;
+#   2. a run stopped on 1x2x2 resumes on one process, and one stopped on one process resumes on
+#      2x1x2, each ending within 1e-5 of the uninterrupted run (checkpoints load on any grid);
+#   3. a grid that does not fit the job or the batch is refused with both numbers.
+# Usage: train_mpi_test.sh MPIEXEC GRADSPHERE CHECKPOINT_DIFF
+set -euo pipefail
+mpiexec="$1"
+gs="$2"
+diff_ckpt="$3"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+export OMP_NUM_THREADS=1 GS_COMM_TIMEOUT=120
+
+fail() { echo "FAIL: $*"; exit 1; }
+run() {  # run LOG COMMAND...: the command under timeout, its output in LOG
+  local log="$1"; shift
+  timeout 300 "$@" > "$log" 2>&1 || { cat "$log"; fail "failed: $*"; }
+}
+
+cp "$(dirname "$0")/tiny.yaml" "$work/tiny.yaml"  # 40 steps of batch 2, checkpoints every 10
+
+scores() { grep -E "^  lead" "$1"; }
+
+# 1. One process, then 1x2x2 and 2x1x2.
+run "$work/one.log" "$gs" train "$work/tiny.yaml" --out "$work/one"
+for grid in 1x2x2 2x1x2; do
+  run "$work/$grid.log" "$mpiexec" -n 4 "$gs" train "$work/tiny.yaml" --out "$work/$grid" --grid "$grid"
+  "$diff_ckpt" "$work/$grid/checkpoint.safetensors" "$work/one/checkpoint.safetensors" 1e-5 \
+    || fail "the $grid checkpoint differs from one process"
+  cmp <(scores "$work/$grid.log") <(scores "$work/one.log") \
+    || fail "the $grid validation table differs: $(scores "$work/$grid.log") vs $(scores "$work/one.log")"
+  ls "$work/$grid/maps/"*.png > /dev/null || fail "no maps from the $grid run"
+  [[ $(grep -c "gradsphere train:" "$work/$grid.log") == 1 ]] || fail "more than one rank printed the banner"
+done
+echo "ok: 1x2x2 and 2x1x2 end where one process does (weights within 1e-5, the same validation table)"
+
+# 2. Stop on one grid, resume on another.
+run "$work/s1.log" "$mpiexec" -n 4 "$gs" train "$work/tiny.yaml" --out "$work/s" --grid 1x2x2 --stop-after 17
+grep -q "stopped at step 17" "$work/s1.log" || fail "expected 'stopped at step 17': $(cat "$work/s1.log")"
+run "$work/s2.log" "$gs" train "$work/tiny.yaml" --out "$work/s" --resume
+"$diff_ckpt" "$work/s/checkpoint.safetensors" "$work/one/checkpoint.safetensors" 1e-5 \
+  || fail "stopped on 1x2x2 and resumed on one process: the weights differ"
+run "$work/t1.log" "$gs" train "$work/tiny.yaml" --out "$work/t" --stop-after 17
+run "$work/t2.log" "$mpiexec" -n 4 "$gs" train "$work/tiny.yaml" --out "$work/t" --resume --grid 2x1x2
+"$diff_ckpt" "$work/t/checkpoint.safetensors" "$work/one/checkpoint.safetensors" 1e-5 \
+  || fail "stopped on one process and resumed on 2x1x2: the weights differ"
+echo "ok: checkpoints resume on another grid"
+
+# 3. Grids that do not fit.
+if timeout 120 "$mpiexec" -n 2 "$gs" train "$work/tiny.yaml" --out "$work/bad" --grid 1x2x2 > "$work/bad.log" 2>&1; then
+  fail "a 4-rank grid on 2 processes was accepted"
+fi
+grep -q "the grid 1x2x2 has 4 ranks but the job has 2 processes" "$work/bad.log" || fail "message: $(cat "$work/bad.log")"
+if timeout 120 "$mpiexec" -n 4 "$gs" train "$work/tiny.yaml" --out "$work/bad2" --grid 4x1x1 > "$work/bad2.log" 2>&1; then
+  fail "a batch of 2 over 4 data replicas was accepted"
+fi
+grep -q "training.batch_size 2 does not split evenly over 4 data-parallel replicas" "$work/bad2.log" \
+  || fail "message: $(cat "$work/bad2.log")"
+echo "ok: grids that do not fit are refused"
+echo "train-mpi: all checks passed"
