@@ -331,7 +331,8 @@ void abort_job(const std::string& message, int code) {
   MPI_Finalized(&fin);
   const bool live = init && !fin;
   if (live) MPI_Comm_size(MPI_COMM_WORLD, &size);
-  std::fprintf(stderr, "[rank %d] error: %s\n", live ? world_rank_now() : 0, message.c_str());
+  // Before MPI starts (a bad configuration) the launcher's variables say which rank this is.
+  std::fprintf(stderr, "[rank %d] error: %s\n", live ? world_rank_now() : launcher_rank(), message.c_str());
   std::fflush(stderr);
   if (live && size > 1) {
     // Give the launcher a moment to forward this rank's message before it tears the job down.

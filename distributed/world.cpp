@@ -20,6 +20,14 @@ int launcher_world_size() {
   return 1;
 }
 
+int launcher_rank() {
+  for (const char* var : {"PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) {
+    const char* v = std::getenv(var);
+    if (v && *v) return std::atoi(v);
+  }
+  return 0;
+}
+
 #if !GS_HAVE_MPI
 CommPtr world_communicator() {
   static CommPtr world = single_process_communicator("world");
@@ -27,7 +35,7 @@ CommPtr world_communicator() {
 }
 
 void abort_job(const std::string& message, int code) {
-  std::fprintf(stderr, "[rank 0] error: %s\n", message.c_str());
+  std::fprintf(stderr, "[rank %d] error: %s\n", launcher_rank(), message.c_str());
   std::exit(code);
 }
 #endif

@@ -13,6 +13,9 @@ CommPtr world_communicator();
 // The world size the launcher announced (mpiexec/hydra, Open MPI, Slurm's srun), without
 // initialising MPI; 1 when started directly.
 int launcher_world_size();
+// This process's rank as the launcher tells it (PMI_RANK, PMIX_RANK, OMPI_COMM_WORLD_RANK or
+// SLURM_PROCID), before MPI is initialised; 0 without a launcher.
+int launcher_rank();
 
 // Ends the whole job: prints "[rank R] error: message" on this rank and, in a multi-rank job,
 // aborts every rank (MPI_Abort), so no rank is left waiting in a collective for one that failed.

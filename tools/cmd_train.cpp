@@ -188,8 +188,13 @@ int run_train(const TrainArgs& args) {
       std::signal(SIGINT, old_int);
       std::signal(SIGTERM, old_term);
       if (root)
-        fmt::print(stderr, "stopped at step {} of {}; checkpoint {}\nresume with: gradsphere train {} --out {} --resume\n",
-                   step, total, paths.checkpoint.string(), args.config, paths.root.string());
+        fmt::print(stderr, "stopped at step {} of {}; checkpoint {}\nresume with: {}gradsphere train {} --out {} --resume{}\n",
+                   step, total, paths.checkpoint.string(),
+                   grid.is_single_process() ? std::string() : fmt::format("mpiexec -n {} ", grid.world_size()),
+                   args.config, paths.root.string(),
+                   grid.is_single_process() ? std::string()
+                                            : fmt::format(" --grid {} (or any other grid: the checkpoint holds whole tensors)",
+                                                          grid.spec().str()));
       return g_stop_requested ? 130 : 0;
     }
   }

@@ -4,7 +4,10 @@
 #      within 1e-5 (f32), and print the same validation table;
 #   2. a run stopped on 1x2x2 resumes on one process, and one stopped on one process resumes on
 #      2x1x2, each ending within 1e-5 of the uninterrupted run (checkpoints load on any grid);
-#   3. a grid that does not fit the job or the batch is refused with both numbers.
+#   3. a grid that does not fit the job or the batch is refused with both numbers;
+#   4. SIGTERM to the launcher: every rank stops at the same step with one checkpoint, and the
+#      resumed run ends bitwise where an uninterrupted one does; SIGKILL of one rank ends the job in
+#      seconds and the last checkpoint stays loadable.
 # Usage: train_mpi_test.sh MPIEXEC GRADSPHERE CHECKPOINT_DIFF
 set -euo pipefail
 mpiexec="$1"
@@ -60,4 +63,36 @@ fi
 grep -q "training.batch_size 2 does not split evenly over 4 data-parallel replicas" "$work/bad2.log" \
   || fail "message: $(cat "$work/bad2.log")"
 echo "ok: grids that do not fit are refused"
+
+# 4. Signals. A long run (every 1000th step checkpointed), interrupted once it is under way.
+sed -e 's/steps: 40/steps: 3000/' -e 's/checkpoint_every: 10/checkpoint_every: 1000/' -e 's/^  every: 20/  every: 0/' \
+  "$work/tiny.yaml" > "$work/long.yaml"
+wait_for() {  # wait_for FILE: until it exists (at most 60 s)
+  for _ in $(seq 1 600); do [[ -e "$1" ]] && return 0; sleep 0.1; done
+  fail "$1 never appeared"
+}
+timeout 300 "$mpiexec" -n 4 "$gs" train "$work/long.yaml" --out "$work/sig" --grid 1x2x2 > "$work/sig.log" 2>&1 &
+launcher=$!
+wait_for "$work/sig/metrics.csv"
+sleep 0.5
+kill -TERM "$launcher"
+rc=0; wait "$launcher" || rc=$?
+[[ $rc == 130 ]] || { cat "$work/sig.log"; fail "SIGTERM: expected exit status 130, got $rc"; }
+grep -q "stopped at step" "$work/sig.log" || fail "SIGTERM: no stop message: $(cat "$work/sig.log")"
+run "$work/sig2.log" "$mpiexec" -n 4 "$gs" train "$work/long.yaml" --out "$work/sig" --grid 1x2x2 --resume
+run "$work/full.log" "$mpiexec" -n 4 "$gs" train "$work/long.yaml" --out "$work/full" --grid 1x2x2
+cmp "$work/sig/checkpoint.safetensors" "$work/full/checkpoint.safetensors" \
+  || fail "SIGTERM + resume on 1x2x2 differs from the uninterrupted run"
+echo "ok: SIGTERM stops every rank with a checkpoint ($(grep -o 'stopped at step [0-9]*' "$work/sig.log")), resumed bitwise"
+timeout 300 "$mpiexec" -n 4 "$gs" train "$work/long.yaml" --out "$work/kill" --grid 1x2x2 > "$work/kill.log" 2>&1 &
+launcher=$!
+wait_for "$work/kill/checkpoint.safetensors"
+victim=$(pgrep -f -- "--out $work/kill" | grep -v "^$launcher\$" | tail -1)
+start=$(date +%s)
+kill -KILL "$victim"
+wait "$launcher" && fail "the job went on after a rank was killed" || true
+(( $(date +%s) - start <= 30 )) || fail "the job took more than 30 s to end after a rank was killed"
+"$diff_ckpt" "$work/kill/checkpoint.safetensors" "$work/kill/checkpoint.safetensors" 0 > /dev/null \
+  || fail "the last checkpoint of the killed job does not load"
+echo "ok: SIGKILL of one rank ends the job in $(( $(date +%s) - start )) s; the last checkpoint loads"
 echo "train-mpi: all checks passed"
