@@ -73,7 +73,6 @@ Tensor scatter_kernel(const Tensor& x, int64_t dim, Communicator& comm) {
   return fresh(narrow(x.detach(), dim, b.start, b.count));
 }
 
-std::atomic<int64_t> g_transpose_bytes_sent{0};
 
 // Packs each destination's block of `to` straight into one send buffer and unpacks each source's
 // block of `from` straight into the result: two copies around one all-to-all.
@@ -108,8 +107,9 @@ Tensor transpose_kernel(const Tensor& x, int64_t from, int64_t to, int64_t from_
     off += send_counts[p];
   }
   comm.all_to_all(send, send_counts, recv, recv_counts);
-  g_transpose_bytes_sent += (std::accumulate(send_counts.begin(), send_counts.end(), int64_t{0}) - send_counts[me]) *
-                            static_cast<int64_t>(dtype_size(x.dtype()));
+  count_traffic(&CollectiveTraffic::transpose,
+                (std::accumulate(send_counts.begin(), send_counts.end(), int64_t{0}) - send_counts[me]) *
+                    static_cast<int64_t>(dtype_size(x.dtype())));
   Shape out_shape = x.sizes();
   out_shape[from] = from_global;
   out_shape[to] = my_to.count;
@@ -126,7 +126,17 @@ Tensor transpose_kernel(const Tensor& x, int64_t from, int64_t to, int64_t from_
 
 }  // namespace
 
-int64_t transpose_bytes_sent() { return g_transpose_bytes_sent.load(); }
+namespace {
+std::atomic<int64_t> g_transpose{0}, g_halo{0}, g_all_reduce{0};
+}  // namespace
+
+void count_traffic(int64_t CollectiveTraffic::*kind, int64_t bytes) {
+  if (kind == &CollectiveTraffic::transpose) g_transpose += bytes;
+  else if (kind == &CollectiveTraffic::halo) g_halo += bytes;
+  else g_all_reduce += bytes;
+}
+
+CollectiveTraffic collective_traffic() { return {g_transpose.load(), g_halo.load(), g_all_reduce.load()}; }
 
 // ---- reduce_replicated / copy_to_group
 
@@ -134,6 +144,7 @@ Tensor reduce_replicated(const Tensor& x, const CommPtr& comm) {
   check_input(x, comm, "reduce_replicated");
   Tensor out = fresh(x);
   comm->all_reduce(out, ReduceOp::sum);
+  if (comm->size() > 1) count_traffic(&CollectiveTraffic::all_reduce, out.numel() * static_cast<int64_t>(dtype_size(out.dtype())));
   maybe_check_replicated(out, *comm, "the output of reduce_replicated");
   if (should_record({x}))
     record_op("reduce_replicated", {x}, {&out}, {}, {}, [comm](BackwardContext&, const std::vector<Tensor>& g) {

@@ -38,9 +38,16 @@ Tensor scatter_along(const Tensor& x, int64_t dim, const CommPtr& comm);
 // x is split along `from_dim` (this rank's block of `from_global` indices) and whole along
 // `to_dim`; the result is whole along `from_dim` and split along `to_dim`. An all-to-all.
 Tensor transpose(const Tensor& x, int64_t from_dim, int64_t to_dim, int64_t from_global, const CommPtr& comm);
-// The bytes this process has sent to other ranks in transposes so far (forward and backward;
-// cumulative, for benchmarks: the difference across a call is what the call sent).
-int64_t transpose_bytes_sent();
+// The bytes this process has moved through the collective tape ops so far, forward and backward
+// (cumulative, for benchmarks: the difference across a call is what the call moved): what the
+// transposes and the halo exchanges sent to other ranks, and the payload of reduce_replicated's
+// all-reduces (copy_to_group's backward is one).
+struct CollectiveTraffic {
+  int64_t transpose = 0, halo = 0, all_reduce = 0;
+};
+CollectiveTraffic collective_traffic();
+// Internal: the ops add what they move.
+void count_traffic(int64_t CollectiveTraffic::*kind, int64_t bytes);
 
 // A tile (..., rows, cols) of a (nlat, nlon) field split over grid's h (rows) and w (columns)
 // groups -> (..., rows + 2 halo_rows, cols + 2 halo_cols) with the halo filled from the

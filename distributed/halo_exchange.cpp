@@ -151,6 +151,7 @@ std::vector<std::pair<int64_t, Tensor>> swap_points(const ProcessGrid& grid,
       std::memcpy(leg.recv.raw_data(), leg.send.raw_data(), leg.send.numel() * es);
       continue;
     }
+    if (leg.send.defined()) count_traffic(&CollectiveTraffic::halo, leg.send.numel() * static_cast<int64_t>(es));
     legs.push_back(std::move(leg));
   }
   grid.comm(Group::spatial)->exchange(legs, tag);

@@ -39,6 +39,7 @@ void add_bench_command(CLI::App& app, CommandRegistry& commands) {
   sub->add_option("name", args->name, "Which benchmark (engine, sht, train, comm, dist: run comm and dist under mpiexec -n N)")->required();
   sub->add_flag("--quick", args->options.quick, "Small sizes (a smoke run, not a measurement)");
   sub->add_option("--csv", args->options.csv, "Also write the results to this CSV file (sht, train)");
+  sub->add_flag("--train", args->options.train_only, "bench dist: only the training steps (time and bytes by collective)");
   commands.add(sub, [args] { return run_bench(*args); });
 }
 

@@ -7,7 +7,8 @@
 #   3. a grid that does not fit the job or the batch is refused with both numbers;
 #   4. SIGTERM to the launcher: every rank stops at the same step with one checkpoint, and the
 #      resumed run ends bitwise where an uninterrupted one does; SIGKILL of one rank ends the job in
-#      seconds and the last checkpoint stays loadable.
+#      seconds and the last checkpoint stays loadable; a checkpoint that cannot be written ends every
+#      rank with rank 0's message, leaving no temporary file.
 # Usage: train_mpi_test.sh MPIEXEC GRADSPHERE CHECKPOINT_DIFF
 set -euo pipefail
 mpiexec="$1"
@@ -95,4 +96,16 @@ wait "$launcher" && fail "the job went on after a rank was killed" || true
 "$diff_ckpt" "$work/kill/checkpoint.safetensors" "$work/kill/checkpoint.safetensors" 0 > /dev/null \
   || fail "the last checkpoint of the killed job does not load"
 echo "ok: SIGKILL of one rank ends the job in $(( $(date +%s) - start )) s; the last checkpoint loads"
+# A checkpoint path that becomes unwritable (taken by a directory) while the run goes on.
+sed -e 's/checkpoint_every: 1000/checkpoint_every: 200/' "$work/long.yaml" > "$work/blocked.yaml"
+timeout 300 "$mpiexec" -n 4 "$gs" train "$work/blocked.yaml" --out "$work/blocked" --grid 1x2x2 > "$work/blocked.log" 2>&1 &
+launcher=$!
+wait_for "$work/blocked/metrics.csv"
+rm -f "$work/blocked/checkpoint.safetensors"  # (in case the first one was already written)
+mkdir -p "$work/blocked/checkpoint.safetensors/in-the-way"
+wait "$launcher" && fail "the run went on after its checkpoint could not be written" || true
+grep -q "\[rank 0\] error: cannot write '.*checkpoint.safetensors'" "$work/blocked.log" \
+  || fail "no message from rank 0 naming the checkpoint: $(cat "$work/blocked.log")"
+! ls "$work/blocked/".checkpoint.safetensors.tmp* > /dev/null 2>&1 || fail "a temporary checkpoint file was left behind"
+echo "ok: an unwritable checkpoint ends every rank with rank 0's message"
 echo "train-mpi: all checks passed"

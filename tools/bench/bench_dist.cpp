@@ -1,5 +1,6 @@
-// `mpiexec -n N gradsphere bench dist`: the distributed SHT and one SFNO training step on every
-// spatial grid 1 x h x w of the N ranks. Per row: the slowest rank's median time, the bytes the
+// `mpiexec -n N gradsphere bench dist [--train]`: the distributed SHT and one SFNO training step
+// (with and without local 3x3 skips) on every spatial grid 1 x h x w of the N ranks; --train: the
+// training steps only. Per row: the slowest rank's median time, the bytes the
 // busiest rank sent to other ranks per call (counted by the transposes), the least a transpose-based
 // transform must send (every block as even as the split allows: sphere_transforms.h), and the
 // Legendre table bytes each rank holds against one process. Strong scaling: a fixed problem at
@@ -7,6 +8,7 @@
 // and 4 and compare the rows.
 #include <fmt/core.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -26,26 +28,35 @@
 namespace gs::tools {
 namespace {
 
-// The slowest rank's median seconds of body, and the most bytes one rank sent per call.
+// The slowest rank's median time, and the most bytes one rank moved per call, by collective:
+// sent by the transposes and halo exchanges, all-reduced by reduce_replicated (norm statistics,
+// losses) and by the gradient reducer (`reducer_bytes`: its cumulative payload, if any).
 struct Measured {
   double seconds = 0;
-  double bytes_sent = 0;
+  double bytes_sent = 0;  // transposes
+  double halo = 0, all_reduce = 0, gradients = 0;
 };
 
 template <typename F>
-Measured measure(dist::Communicator& world, F&& body, int repeats) {
-  const int64_t before = dist::transpose_bytes_sent();
+Measured measure(dist::Communicator& world, F&& body, int repeats, const std::function<int64_t()>& reducer_bytes = {}) {
+  const dist::CollectiveTraffic before = dist::collective_traffic();
+  const int64_t grads_before = reducer_bytes ? reducer_bytes() : 0;
   const double t = median_seconds(
       [&] {
         world.barrier();
         body();
       },
       repeats);
-  const double sent = static_cast<double>(dist::transpose_bytes_sent() - before) / (repeats + 1);
-  Tensor v = from_vector(std::vector<double>{t, sent});
+  const dist::CollectiveTraffic after = dist::collective_traffic();
+  const double calls = repeats + 1;  // median_seconds runs one warm-up call
+  Tensor v = from_vector(std::vector<double>{
+      t, static_cast<double>(after.transpose - before.transpose) / calls,
+      static_cast<double>(after.halo - before.halo) / calls,
+      static_cast<double>(after.all_reduce - before.all_reduce) / calls,
+      static_cast<double>((reducer_bytes ? reducer_bytes() : 0) - grads_before) / calls});
   world.all_reduce(v, dist::ReduceOp::max);
   const auto r = v.to_vector<double>();
-  return {r[0], r[1]};
+  return {r[0], r[1], r[2], r[3], r[4]};
 }
 
 double max_over_ranks(dist::Communicator& world, double x) {
@@ -104,10 +115,11 @@ void bench_sht_rows(dist::Communicator& world, const dist::CommPtr& world_ptr, b
   }
 }
 
-void bench_train_rows(dist::Communicator& world, const dist::CommPtr& world_ptr, bool quick) {
+void bench_train_rows(dist::Communicator& world, const dist::CommPtr& world_ptr, bool quick, bool local) {
   const bool root = world.rank() == 0;
   const int64_t n = world.size();
   models::SfnoOptions o;
+  if (local) o.inner_skip = "local3x3";  // a pole-aware 3x3 convolution in every block: halo exchanges
   o.img_size = quick ? std::array<int64_t, 2>{17, 32} : std::array<int64_t, 2>{91, 180};
   o.grid = "equiangular";
   o.scale_factor = 2;
@@ -120,10 +132,12 @@ void bench_train_rows(dist::Communicator& world, const dist::CommPtr& world_ptr,
   const std::vector<double> aw =
       sphere::make_quadrature(sphere::GridKind::equiangular, o.img_size[0]).weights;
   if (root) {
-    fmt::print("\nSFNO training step (Adam, 2-step rollout): {}x{} equiangular, embed {}, {} layers, f32\n\n", o.img_size[0],
-               o.img_size[1], o.embed_dim, o.num_layers);
-    fmt::print("| {:<7} | {:<7} | {:>6} | {:>11} | {:>14} |\n", "scaling", "grid", "batch", "ms / step", "sent MB/rank");
-    fmt::print("|---------|---------|--------|-------------|----------------|\n");
+    fmt::print("\nSFNO{} training step (Adam, 2-step rollout): {}x{} equiangular, embed {}, {} layers, f32; MB per rank "
+               "per step by collective\n\n",
+               local ? " with local3x3 skips" : "", o.img_size[0], o.img_size[1], o.embed_dim, o.num_layers);
+    fmt::print("| {:<7} | {:<7} | {:>6} | {:>11} | {:>10} | {:>8} | {:>10} | {:>10} |\n", "scaling", "grid", "batch",
+               "ms / step", "transpose", "halo", "statistics", "gradients");
+    fmt::print("|---------|---------|--------|-------------|------------|----------|------------|------------|\n");
   }
   for (bool weak : {false, true}) {
     const int64_t batch = weak ? 2 * n : 2;
@@ -136,10 +150,12 @@ void bench_train_rows(dist::Communicator& world, const dist::CommPtr& world_ptr,
       const int64_t rows = grid.local_lat(o.img_size[0]).count, cols = grid.local_lon(o.img_size[1]).count;
       const models::Batch b{randn({batch, 3, rows, cols}, {8, 1}, DType::f32),
                             randn({batch, 2, 3, rows, cols}, {8, 2}, DType::f32)};
-      const Measured m = measure(world, [&] { stepper.train_on_batch(b); }, repeats);
+      const Measured m = measure(world, [&] { stepper.train_on_batch(b); }, repeats,
+                                 [&] { return stepper.reducer()->stats().bytes_reduced; });
       if (root)
-        fmt::print("| {:<7} | {:<7} | {:>6} | {:>11.1f} | {:>14.2f} |\n", weak ? "weak" : "strong", gs.str(), batch,
-                   m.seconds * 1e3, m.bytes_sent / 1e6);
+        fmt::print("| {:<7} | {:<7} | {:>6} | {:>11.1f} | {:>10.2f} | {:>8.3f} | {:>10.4f} | {:>10.3f} |\n",
+                   weak ? "weak" : "strong", gs.str(), batch, m.seconds * 1e3, m.bytes_sent / 1e6, m.halo / 1e6,
+                   m.all_reduce / 1e6, m.gradients / 1e6);
     }
   }
 }
@@ -149,8 +165,9 @@ void bench_train_rows(dist::Communicator& world, const dist::CommPtr& world_ptr,
 int bench_dist(const BenchOptions& opt) {
   auto world = dist::world_communicator();
   if (world->rank() == 0) fmt::print("gradsphere bench dist  ({} ranks)\n\n", world->size());
-  bench_sht_rows(*world, world, opt.quick);
-  bench_train_rows(*world, world, opt.quick);
+  if (!opt.train_only) bench_sht_rows(*world, world, opt.quick);
+  bench_train_rows(*world, world, opt.quick, false);
+  bench_train_rows(*world, world, opt.quick, true);
   return 0;
 }
 

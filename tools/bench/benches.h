@@ -7,6 +7,7 @@ namespace gs::tools {
 struct BenchOptions {
   bool quick = false;  // small sizes, for smoke tests in the test suite
   std::string csv;     // if set, also write the results there as CSV (benchmarks that support it)
+  bool train_only = false;  // bench dist: only the training step
 };
 
 int bench_engine(const BenchOptions& opt);
