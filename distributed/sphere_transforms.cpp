@@ -119,17 +119,6 @@ Tensor ivector_sht(const Tensor& coeffs, const ShtSpec& spec, const ProcessGrid&
   return synthesis(coeffs, spec, grid, true, "ivector_sht");
 }
 
-Tensor resample(const Tensor& x, const ShtSpec& from, const ShtSpec& to, const ProcessGrid& grid) {
-  GS_CHECK(from.norm == to.norm && from.csphase == to.csphase,
-           "dist::resample: both specs must share the normalisation and csphase, got {} and {}", from.str(), to.str());
-  if (from == to) return x;
-  GS_CHECK(from.lmax == to.lmax && from.mmax == to.mmax,
-           "dist::resample: expected equal truncations on the split sphere (a change of truncation would move "
-           "coefficients between ranks), got {} and {}",
-           from.str(), to.str());
-  return isht(sht(x, from, grid), to, grid);
-}
-
 size_t sht_table_bytes(const ShtSpec& spec, DType dtype, bool analysis, bool vector, const ProcessGrid& grid) {
   const Block m = local_orders(grid, spec.mmax);
   return vector ? sphere::vector_sht_table_bytes(spec, dtype, analysis, m.start, m.count)

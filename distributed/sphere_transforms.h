@@ -39,10 +39,6 @@ Tensor isht(const Tensor& coeffs, const sphere::ShtSpec& spec, const ProcessGrid
 Tensor vector_sht(const Tensor& uv, const sphere::ShtSpec& spec, const ProcessGrid& grid);
 Tensor ivector_sht(const Tensor& coeffs, const sphere::ShtSpec& spec, const ProcessGrid& grid);
 
-// A field taken through both transforms (isht(sht(x)) with a change of grid: the SFNO's scaled
-// residual), split as above.
-Tensor resample(const Tensor& x, const sphere::ShtSpec& from, const sphere::ShtSpec& to, const ProcessGrid& grid);
-
 // The bytes of the Legendre tables this rank holds for one direction (analysis or synthesis) of
 // the scalar (or vector) transform in `dtype`: the slice of its orders. One process holds the
 // whole table (ShtSpec with a one-process grid).
