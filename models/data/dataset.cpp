@@ -5,34 +5,18 @@
 #include <numbers>
 
 #include "engine/factory.h"
+#include "models/data/exact_sum.h"
 #include "ops/elementwise.h"
+#include "ops/ops.h"
 
 namespace gs::models {
 namespace {
-
-// The trajectory as a contiguous tensor (a no-op for the usual contiguous data).
-Tensor dense(const Tensor& t) { return contiguous_copy(t); }
 
 
 // (C,) values as a (C, 1, 1) tensor of `dtype`, to broadcast over (..., C, H, W).
 Tensor per_channel(const std::vector<double>& values, DType dtype) {
   const auto c = static_cast<int64_t>(values.size());
   return cast_copy(from_vector(values, {c, 1, 1}), dtype);
-}
-
-// Calls body(c, x) for each state's field of channel c, x pointing at its nlat * nlon values
-// (summing per field first keeps the rounding of the totals small).
-template <typename Body>
-void for_each_block(const TrajectoryData& data, Body&& body) {
-  const int64_t C = data.channels(), HW = data.nlat * data.nlon;
-  for (const Tensor& traj : data.trajectories) {
-    const Tensor t = dense(traj);
-    dispatch_float(t.dtype(), "Normalizer::fit", [&]<typename T>() {
-      const T* p = t.data<T>();
-      for (int64_t s = 0; s < t.size(0); ++s)
-        for (int64_t c = 0; c < C; ++c) body(c, p + (s * C + c) * HW);
-    });
-  }
 }
 
 }  // namespace
@@ -61,6 +45,54 @@ void TrajectoryData::validate() const {
   }
 }
 
+TrajectoryInfo TrajectoryData::info() const {
+  validate();
+  TrajectoryInfo i{.variables = variables, .units = units, .grid = grid, .nlat = nlat, .nlon = nlon,
+                   .dt_hours = dt_hours, .dtype = trajectories.front().dtype(), .states = {}};
+  for (const Tensor& t : trajectories) i.states.push_back(t.size(0));
+  return i;
+}
+
+void TrajectorySource::check_request(int64_t trajectory, int64_t first, int64_t n, Span& rows, Span& cols) const {
+  const TrajectoryInfo& i = info();
+  GS_CHECK(trajectory >= 0 && trajectory < i.trajectories(),
+           "reading trajectory {}: out of range (the data has {} trajectories)", trajectory, i.trajectories());
+  const int64_t T = i.states[static_cast<size_t>(trajectory)];
+  GS_CHECK(n >= 1 && first >= 0 && first + n <= T,
+           "reading states {}..{} of trajectory {}: out of range (it has {} states)", first, first + n - 1, trajectory,
+           T);
+  auto fill = [](Span& s, int64_t size, const char* what) {
+    if (s.count == 0 && s.start == 0) s.count = size;
+    GS_CHECK(s.start >= 0 && s.count >= 1 && s.start + s.count <= size,
+             "reading {} [{}, {}): out of range (the grid has {})", what, s.start, s.start + s.count, size);
+  };
+  fill(rows, i.nlat, "latitude rows");
+  fill(cols, i.nlon, "longitude columns");
+}
+
+namespace {
+
+class MemorySource final : public TrajectorySource {
+ public:
+  explicit MemorySource(TrajectoryData d) : data_(std::move(d)), info_(data_.info()) {}
+  const TrajectoryInfo& info() const override { return info_; }
+  Tensor read(int64_t trajectory, int64_t first, int64_t n, Span rows, Span cols) const override {
+    check_request(trajectory, first, n, rows, cols);
+    const Tensor& t = data_.trajectories[static_cast<size_t>(trajectory)];
+    return contiguous_copy(narrow(narrow(narrow(t, 0, first, n), 2, rows.start, rows.count), 3, cols.start, cols.count));
+  }
+
+ private:
+  TrajectoryData data_;
+  TrajectoryInfo info_;
+};
+
+}  // namespace
+
+std::shared_ptr<TrajectorySource> memory_source(TrajectoryData data) {
+  return std::make_shared<MemorySource>(std::move(data));
+}
+
 std::vector<double> latitudes_deg(sphere::GridKind grid, int64_t nlat) {
   const sphere::Quadrature q = sphere::make_quadrature(grid, nlat);
   std::vector<double> lat;
@@ -77,29 +109,60 @@ std::vector<double> longitudes_deg(int64_t nlon) {
   return lon;
 }
 
-Normalizer Normalizer::fit(const TrajectoryData& data) {
-  data.validate();
-  const int64_t C = data.channels(), HW = data.nlat * data.nlon;
-  // Two passes in f64 (mean, then squared deviations): no cancellation for fields such as the
+Normalizer Normalizer::fit(const TrajectoryData& data) { return fit(*memory_source(data)); }
+
+Normalizer Normalizer::fit(const TrajectorySource& source, const StatsShare& share, const SumOverRanks& sum) {
+  const TrajectoryInfo& info = source.info();
+  const int64_t C = info.channels();
+  GS_CHECK(share.parts >= 1 && share.part >= 0 && share.part < share.parts,
+           "Normalizer::fit: expected 0 <= part < parts, got part {} of {}", share.part, share.parts);
+  // Calls body(c, value) for every value of this share, state by state.
+  auto for_each_value = [&](auto&& body) {
+    int64_t index = 0;
+    for (int64_t traj = 0; traj < info.trajectories(); ++traj)
+      for (int64_t t = 0; t < info.states[static_cast<size_t>(traj)]; ++t, ++index) {
+        if (index % share.parts != share.part) continue;
+        const Tensor x = contiguous_copy(to(source.read(traj, t, 1, share.rows, share.cols), DType::f64));
+        const double* p = x.data<double>();
+        const int64_t per_channel = x.numel() / C;
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t i = 0; i < per_channel; ++i) body(c, p[c * per_channel + i]);
+      }
+  };
+  // Every channel's exact sum, summed over the ranks (count in the last slot).
+  auto reduce = [&](std::vector<ExactSum>& sums, int64_t& count) {
+    std::vector<int64_t> packed;
+    for (const auto& s : sums) {
+      auto l = s.limbs();
+      packed.insert(packed.end(), l.begin(), l.end());
+    }
+    packed.push_back(count);
+    if (sum) sum(packed);
+    count = packed.back();
+    for (int64_t c = 0; c < C; ++c)
+      sums[static_cast<size_t>(c)] = ExactSum::from_limbs(
+          std::vector<int64_t>(packed.begin() + c * ExactSum::kLimbs, packed.begin() + (c + 1) * ExactSum::kLimbs));
+  };
+  // Two passes (mean, then squared deviations): no cancellation for fields such as the
   // geopotential, whose mean (1e5) dwarfs its spread.
-  std::vector<double> sum(static_cast<size_t>(C), 0.0), sq(static_cast<size_t>(C), 0.0);
-  double count = 0;
-  for (const Tensor& traj : data.trajectories) count += static_cast<double>(traj.size(0) * HW);
-  for_each_block(data, [&](int64_t c, const auto* x) {
-    double acc = 0;
-    for (int64_t i = 0; i < HW; ++i) acc += static_cast<double>(x[i]);
-    sum[static_cast<size_t>(c)] += acc;
+  std::vector<ExactSum> total(static_cast<size_t>(C)), squares(static_cast<size_t>(C));
+  int64_t count = 0;
+  for_each_value([&](int64_t c, double x) {
+    total[static_cast<size_t>(c)].add(x);
+    if (c == 0) ++count;
   });
+  reduce(total, count);
+  GS_CHECK(count > 0, "Normalizer::fit: the data has no values");
   Normalizer n;
-  for (int64_t c = 0; c < C; ++c) n.mean.push_back(sum[static_cast<size_t>(c)] / count);
-  for_each_block(data, [&](int64_t c, const auto* x) {
-    const double m = n.mean[static_cast<size_t>(c)];
-    double acc = 0;
-    for (int64_t i = 0; i < HW; ++i) acc += (static_cast<double>(x[i]) - m) * (static_cast<double>(x[i]) - m);
-    sq[static_cast<size_t>(c)] += acc;
+  for (int64_t c = 0; c < C; ++c) n.mean.push_back(total[static_cast<size_t>(c)].value() / static_cast<double>(count));
+  for_each_value([&](int64_t c, double x) {
+    const double d = x - n.mean[static_cast<size_t>(c)];
+    squares[static_cast<size_t>(c)].add(d * d);
   });
+  int64_t unused = 0;
+  reduce(squares, unused);
   for (int64_t c = 0; c < C; ++c) {
-    const double sd = std::sqrt(sq[static_cast<size_t>(c)] / count);  // population std (ddof 0)
+    const double sd = std::sqrt(squares[static_cast<size_t>(c)].value() / static_cast<double>(count));  // ddof 0
     n.std.push_back(sd > 0 ? sd : 1.0);
   }
   return n;
@@ -136,11 +199,14 @@ Tensor Normalizer::denormalize(const Tensor& x) const {
 }
 
 std::vector<std::pair<int64_t, int64_t>> list_windows(const TrajectoryData& data, int64_t n_steps) {
-  data.validate();
+  return list_windows(data.info(), n_steps);
+}
+
+std::vector<std::pair<int64_t, int64_t>> list_windows(const TrajectoryInfo& info, int64_t n_steps) {
   GS_CHECK(n_steps >= 1, "list_windows: expected n_steps >= 1 (states after the input), got {}", n_steps);
   std::vector<std::pair<int64_t, int64_t>> windows;
-  for (size_t i = 0; i < data.trajectories.size(); ++i) {
-    const int64_t T = data.trajectories[i].size(0);
+  for (size_t i = 0; i < info.states.size(); ++i) {
+    const int64_t T = info.states[i];
     for (int64_t t = 0; t + n_steps < T; ++t) windows.emplace_back(static_cast<int64_t>(i), t);
   }
   return windows;
@@ -148,26 +214,32 @@ std::vector<std::pair<int64_t, int64_t>> list_windows(const TrajectoryData& data
 
 Batch make_batch(const TrajectoryData& data, const Normalizer& norm,
                  const std::vector<std::pair<int64_t, int64_t>>& windows, int64_t n_steps, DType dtype) {
-  data.validate();
-  const int64_t C = data.channels(), H = data.nlat, W = data.nlon, HW = H * W;
+  return make_batch(*memory_source(data), norm, windows, n_steps, dtype);
+}
+
+Batch make_batch(const TrajectorySource& source, const Normalizer& norm,
+                 const std::vector<std::pair<int64_t, int64_t>>& windows, int64_t n_steps, DType dtype, Span rows,
+                 Span cols) {
+  const TrajectoryInfo& info = source.info();
+  const int64_t C = info.channels();
   GS_CHECK(n_steps >= 1, "make_batch: expected n_steps >= 1, got {}", n_steps);
   GS_CHECK(!windows.empty(), "make_batch: expected at least one window, got none");
   GS_CHECK(is_floating(dtype), "make_batch: expected dtype f32 or f64, got {}", dtype);
   GS_CHECK(norm.mean.size() == static_cast<size_t>(C) && norm.std.size() == static_cast<size_t>(C),
            "make_batch: expected a normalizer with {} channels ({}), got {} means and {} stds", C,
-           fmt::join(data.variables, ", "), norm.mean.size(), norm.std.size());
+           fmt::join(info.variables, ", "), norm.mean.size(), norm.std.size());
   check_normalizer(norm, "make_batch");
-  const auto B = static_cast<int64_t>(windows.size());
   for (const auto& [traj, start] : windows) {
-    GS_CHECK(traj >= 0 && traj < static_cast<int64_t>(data.trajectories.size()),
+    GS_CHECK(traj >= 0 && traj < info.trajectories(),
              "make_batch: window trajectory {} is out of range (the data has {} trajectories)", traj,
-             data.trajectories.size());
-    const int64_t T = data.trajectories[static_cast<size_t>(traj)].size(0);
+             info.trajectories());
+    const int64_t T = info.states[static_cast<size_t>(traj)];
     GS_CHECK(start >= 0 && start + n_steps < T,
              "make_batch: window (trajectory {}, start {}) needs states {}..{}, but the trajectory has {} states", traj,
              start, start, start + n_steps, T);
   }
-
+  const int64_t H = rows.count ? rows.count : info.nlat, W = cols.count ? cols.count : info.nlon, HW = H * W;
+  const auto B = static_cast<int64_t>(windows.size());
   Tensor input = empty({B, C, H, W}, dtype);
   Tensor targets = empty({B, n_steps, C, H, W}, dtype);
   dispatch_float(dtype, "make_batch", [&]<typename Out>() {
@@ -175,13 +247,13 @@ Batch make_batch(const TrajectoryData& data, const Normalizer& norm,
     Out* tg = targets.data<Out>();
     for (int64_t b = 0; b < B; ++b) {
       const auto [traj, start] = windows[static_cast<size_t>(b)];
-      const Tensor t = dense(data.trajectories[static_cast<size_t>(traj)]);
+      const Tensor t = contiguous_copy(source.read(traj, start, n_steps + 1, rows, cols));  // (n + 1, C, H, W)
       dispatch_float(t.dtype(), "make_batch", [&]<typename In>() {
         const In* src = t.data<In>();
         for (int64_t k = 0; k <= n_steps; ++k) {
           Out* dst = k == 0 ? in + b * C * HW : tg + ((b * n_steps + k - 1) * C) * HW;
           for (int64_t c = 0; c < C; ++c) {
-            const In* x = src + ((start + k) * C + c) * HW;
+            const In* x = src + (k * C + c) * HW;
             const double m = norm.mean[static_cast<size_t>(c)], inv = 1.0 / norm.std[static_cast<size_t>(c)];
             for (int64_t i = 0; i < HW; ++i) dst[c * HW + i] = static_cast<Out>((static_cast<double>(x[i]) - m) * inv);
           }

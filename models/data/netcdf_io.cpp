@@ -317,46 +317,31 @@ double read_dt_hours(const NcFile& f, const std::string& time_name, size_t times
   return dt;
 }
 
-// One (nlat, nlon) field of variable `var`, CF-unpacked, into `out` (north first, column 0 at 0 E).
-void read_field(const NcFile& f, int var, const FileLayout& lay, size_t sample, size_t t, bool flip_lat,
-                const std::vector<int64_t>& columns, std::vector<double>& buf, double* out) {
-  std::vector<size_t> start = {t, 0, 0}, count = {1, lay.nlat, lay.nlon};
-  if (lay.sample_dim) {
-    start.insert(start.begin(), sample);
-    count.insert(count.begin(), 1);
-  }
-  const std::string name = f.var_name(var);
-  f.check(nc_get_vara_double(f.id(), var, start.data(), count.data(), buf.data()),
-          fmt::format("reading variable '{}' at time {}", name, t));
-  const auto fill = f.number_attr(var, "_FillValue");
-  const auto missing = f.number_attr(var, "missing_value");
-  // CF packing, applied only when present so unpacked values (and -0.0) pass through untouched.
-  const auto scale = f.number_attr(var, "scale_factor");
-  const auto add = f.number_attr(var, "add_offset");
-  for (size_t i = 0; i < lay.nlat; ++i) {
-    size_t row = flip_lat ? lay.nlat - 1 - i : i;
-    for (size_t j = 0; j < lay.nlon; ++j) {
-      double raw = buf[i * lay.nlon + j];
-      if ((fill && raw == *fill) || (missing && raw == *missing) || !std::isfinite(raw))
-        f.bad(
-            "variable '{}' has a missing or non-finite value ({}) at sample {}, time {}, lat row {}, lon column {}; "
-            "expected complete fields",
-            name, raw, sample, t, i, j);
-      double value = raw;
-      if (scale) value *= *scale;
-      if (add) value += *add;
-      out[row * lay.nlon + static_cast<size_t>(columns[j])] = value;
-    }
-  }
-}
+// One file opened for reading: its layout checked once, then any window of states on any tile read
+// by hyperslabs (each request reads only the rows, columns and states it returns).
+class FileReader {
+ public:
+  FileReader(const fs::path& path, const NetcdfReadOptions& opt);
+  const TrajectoryInfo& info() const { return info_; }
+  const fs::path& path() const { return f_.path(); }
+  // (n, C, rows.count, cols.count) of `sample`, CF-unpacked, north first, column 0 at 0 E.
+  Tensor read(size_t sample, int64_t first, int64_t n, Span rows, Span cols) const;
 
-}  // namespace
+ private:
+  NcFile f_;
+  FileLayout lay_{};
+  std::vector<int> vars_;
+  bool flip_lat_ = false;
+  int64_t shift_ = 0;  // grid column of file column 0
+  DType dtype_ = DType::f32;
+  TrajectoryInfo info_;
+};
 
-TrajectoryData read_netcdf(const fs::path& path, const NetcdfReadOptions& opt) {
+FileReader::FileReader(const fs::path& path, const NetcdfReadOptions& opt) : f_(NcFile::open(path)), dtype_(opt.dtype) {
   GS_CHECK(opt.dtype == DType::f32 || opt.dtype == DType::f64, "read_netcdf('{}'): expected dtype f32 or f64, got {}",
            path.string(), dtype_name(opt.dtype));
-  NcFile f = NcFile::open(path);
-  FileLayout lay{};
+  NcFile& f = f_;
+  FileLayout& lay = lay_;
   const std::string time_name = find_dim_name(f, opt.time_name, {"time"}, "time");
   const std::string lat_name = find_dim_name(f, opt.lat_name, {"lat", "latitude"}, "latitude");
   const std::string lon_name = find_dim_name(f, opt.lon_name, {"lon", "longitude"}, "longitude");
@@ -376,8 +361,8 @@ TrajectoryData read_netcdf(const fs::path& path, const NetcdfReadOptions& opt) {
     f.bad("expected coordinate variables '{}' and '{}' (latitudes and longitudes in degrees)", lat_name, lon_name);
   std::vector<double> lat = f.read_1d(*lat_var, lay.nlat);
   // DESIGN.md: row 0 is the north pole. Files from south to north are flipped on the way in.
-  bool flip_lat = lay.nlat > 1 && lat.front() < lat.back();
-  if (flip_lat) std::reverse(lat.begin(), lat.end());
+  flip_lat_ = lay.nlat > 1 && lat.front() < lat.back();
+  if (flip_lat_) std::reverse(lat.begin(), lat.end());
   for (size_t i = 1; i < lay.nlat; ++i)
     if (!(lat[i] < lat[i - 1]))
       f.bad("latitude '{}' should be strictly monotonic, found {} then {}", lat_name, lat[i - 1], lat[i]);
@@ -390,57 +375,144 @@ TrajectoryData read_netcdf(const fs::path& path, const NetcdfReadOptions& opt) {
     return type == NC_FLOAT;
   };
   const bool lat_f32 = rounding(*lat_var), lon_f32 = rounding(*lon_var);
-  TrajectoryData data;
-  data.grid = match_grid(f, lat, opt, [&](double x) { return lat_f32 ? double(float(x)) : x; });
-  data.nlat = static_cast<int64_t>(lay.nlat);
-  data.nlon = static_cast<int64_t>(lay.nlon);
-  std::vector<int64_t> columns = longitude_columns(f, lon_name, f.read_1d(*lon_var, lay.nlon), opt.lat_tolerance_deg,
-                                                   [&](double x) { return lon_f32 ? double(float(x)) : x; });
-  std::vector<int> vars = select_variables(f, opt, lay);
-  data.dt_hours = read_dt_hours(f, time_name, lay.times, opt);
-
+  info_.grid = match_grid(f, lat, opt, [&](double x) { return lat_f32 ? double(float(x)) : x; });
+  info_.nlat = static_cast<int64_t>(lay.nlat);
+  info_.nlon = static_cast<int64_t>(lay.nlon);
+  const std::vector<int64_t> columns = longitude_columns(
+      f, lon_name, f.read_1d(*lon_var, lay.nlon), opt.lat_tolerance_deg,
+      [&](double x) { return lon_f32 ? double(float(x)) : x; });
+  shift_ = columns.front();  // the columns are a rotation: file column j is grid column (j + shift) mod nlon
+  vars_ = select_variables(f, opt, lay);
+  info_.dt_hours = read_dt_hours(f, time_name, lay.times, opt);
+  info_.dtype = opt.dtype;
   bool any_units = false;
-  for (int v : vars) {
-    data.variables.push_back(f.var_name(v));
+  for (int v : vars_) {
+    info_.variables.push_back(f.var_name(v));
     auto u = f.text_attr(v, "units");
     any_units = any_units || u.has_value();
-    data.units.push_back(u.value_or(""));
+    info_.units.push_back(u.value_or(""));
   }
-  if (!any_units) data.units.clear();
+  if (!any_units) info_.units.clear();
+  info_.states.assign(lay.samples, static_cast<int64_t>(lay.times));
+}
 
-  const size_t field = lay.nlat * lay.nlon;
-  std::vector<double> buf(field);
-  for (size_t s = 0; s < lay.samples; ++s) {
-    Tensor traj = empty({static_cast<int64_t>(lay.times), static_cast<int64_t>(vars.size()), data.nlat, data.nlon},
-                        DType::f64);  // (T, C, H, W)
-    double* out = traj.data<double>();
-    for (size_t t = 0; t < lay.times; ++t)
-      for (size_t c = 0; c < vars.size(); ++c)
-        read_field(f, vars[c], lay, s, t, flip_lat, columns, buf, out + (t * vars.size() + c) * field);
-    data.trajectories.push_back(opt.dtype == DType::f64 ? traj : cast_copy(traj, opt.dtype));
+Tensor FileReader::read(size_t sample, int64_t first, int64_t n, Span rows, Span cols) const {
+  const NcFile& f = f_;
+  const int64_t C = info_.channels(), nlat = info_.nlat, nlon = info_.nlon;
+  Tensor out = empty({n, C, rows.count, cols.count}, DType::f64);
+  double* dst = out.data<double>();
+  // The tile's rows are one contiguous run of file rows (reversed when the file runs south to north);
+  // its columns are one run of file columns, or two when the tile wraps past the file's last column.
+  const int64_t file_row0 = flip_lat_ ? nlat - rows.start - rows.count : rows.start;
+  const int64_t file_col0 = ((cols.start - shift_) % nlon + nlon) % nlon;
+  const int64_t first_run = std::min(cols.count, nlon - file_col0);
+  struct Run {
+    int64_t file_col, count, tile_col;
+  };
+  std::vector<Run> runs = {{file_col0, first_run, 0}};
+  if (first_run < cols.count) runs.push_back({0, cols.count - first_run, first_run});
+  std::vector<double> buf;
+  for (int64_t c = 0; c < C; ++c) {
+    const int var = vars_[static_cast<size_t>(c)];
+    const std::string name = f.var_name(var);
+    const auto fill = f.number_attr(var, "_FillValue");
+    const auto missing = f.number_attr(var, "missing_value");
+    // CF packing, applied only when present so unpacked values (and -0.0) pass through untouched.
+    const auto scale = f.number_attr(var, "scale_factor");
+    const auto add = f.number_attr(var, "add_offset");
+    for (const Run& run : runs) {
+      std::vector<size_t> start = {static_cast<size_t>(first), static_cast<size_t>(file_row0),
+                                   static_cast<size_t>(run.file_col)};
+      std::vector<size_t> count = {static_cast<size_t>(n), static_cast<size_t>(rows.count),
+                                   static_cast<size_t>(run.count)};
+      if (lay_.sample_dim) {
+        start.insert(start.begin(), sample);
+        count.insert(count.begin(), 1);
+      }
+      buf.resize(static_cast<size_t>(n * rows.count * run.count));
+      f.check(nc_get_vara_double(f.id(), var, start.data(), count.data(), buf.data()),
+              fmt::format("reading variable '{}' at times {}..{}", name, first, first + n - 1));
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t i = 0; i < rows.count; ++i)
+          for (int64_t j = 0; j < run.count; ++j) {
+            const double raw = buf[static_cast<size_t>((t * rows.count + i) * run.count + j)];
+            if ((fill && raw == *fill) || (missing && raw == *missing) || !std::isfinite(raw))
+              f.bad("variable '{}' has a missing or non-finite value ({}) at sample {}, time {}, lat row {}, lon "
+                    "column {}; expected complete fields",
+                    name, raw, sample, first + t, file_row0 + i, run.file_col + j);
+            double value = raw;
+            if (scale) value *= *scale;
+            if (add) value += *add;
+            const int64_t row = flip_lat_ ? rows.count - 1 - i : i;
+            dst[((t * C + c) * rows.count + row) * cols.count + run.tile_col + j] = value;
+          }
+    }
   }
-  data.validate();
-  return data;
+  return dtype_ == DType::f64 ? out : cast_copy(out, dtype_);
+}
+
+// Several files, each contributing its trajectories; all must agree on variables, grid and dt.
+class NetcdfSource final : public TrajectorySource {
+ public:
+  NetcdfSource(const std::vector<fs::path>& paths, const NetcdfReadOptions& opt) {
+    GS_CHECK(!paths.empty(), "read_netcdf: expected at least one file, got none");
+    for (const auto& p : paths) {
+      files_.push_back(std::make_unique<FileReader>(p, opt));
+      const TrajectoryInfo& next = files_.back()->info();
+      if (files_.size() == 1) {
+        info_ = next;
+        info_.states.clear();
+      } else {
+        check_same(next, p, paths.front());
+      }
+      for (size_t s = 0; s < next.states.size(); ++s) {
+        info_.states.push_back(next.states[s]);
+        index_.emplace_back(files_.size() - 1, s);
+      }
+    }
+  }
+  const TrajectoryInfo& info() const override { return info_; }
+  Tensor read(int64_t trajectory, int64_t first, int64_t n, Span rows, Span cols) const override {
+    check_request(trajectory, first, n, rows, cols);
+    const auto [file, sample] = index_[static_cast<size_t>(trajectory)];
+    return files_[file]->read(sample, first, n, rows, cols);
+  }
+
+ private:
+  void check_same(const TrajectoryInfo& next, const fs::path& path, const fs::path& first) const {
+    auto where = [&] { return fmt::format("NetCDF file '{}' does not match '{}'", path.string(), first.string()); };
+    GS_CHECK(next.variables == info_.variables, "{}: variables {} vs {}", where(), next.variables, info_.variables);
+    GS_CHECK(next.grid == info_.grid && next.nlat == info_.nlat && next.nlon == info_.nlon,
+             "{}: grid {} {}x{} vs {} {}x{}", where(), sphere::grid_name(next.grid), next.nlat, next.nlon,
+             sphere::grid_name(info_.grid), info_.nlat, info_.nlon);
+    GS_CHECK(std::abs(next.dt_hours - info_.dt_hours) <= 1e-9 * info_.dt_hours, "{}: time step {} vs {} hours",
+             where(), next.dt_hours, info_.dt_hours);
+    GS_CHECK(next.units == info_.units, "{}: units {} vs {}", where(), next.units, info_.units);
+  }
+  std::vector<std::unique_ptr<FileReader>> files_;
+  std::vector<std::pair<size_t, size_t>> index_;  // trajectory -> (file, sample)
+  TrajectoryInfo info_;
+};
+
+}  // namespace
+
+std::shared_ptr<TrajectorySource> open_netcdf(const std::vector<fs::path>& paths, const NetcdfReadOptions& opt) {
+  return std::make_shared<NetcdfSource>(paths, opt);
+}
+
+TrajectoryData read_netcdf(const fs::path& path, const NetcdfReadOptions& opt) {
+  return read_netcdf(std::vector<fs::path>{path}, opt);
 }
 
 TrajectoryData read_netcdf(const std::vector<fs::path>& paths, const NetcdfReadOptions& opt) {
-  GS_CHECK(!paths.empty(), "read_netcdf: expected at least one file, got none");
-  TrajectoryData all = read_netcdf(paths.front(), opt);
-  for (size_t i = 1; i < paths.size(); ++i) {
-    TrajectoryData next = read_netcdf(paths[i], opt);
-    auto where = [&] {
-      return fmt::format("NetCDF file '{}' does not match '{}'", paths[i].string(), paths[0].string());
-    };
-    GS_CHECK(next.variables == all.variables, "{}: variables {} vs {}", where(), next.variables, all.variables);
-    GS_CHECK(next.grid == all.grid && next.nlat == all.nlat && next.nlon == all.nlon, "{}: grid {} {}x{} vs {} {}x{}",
-             where(), sphere::grid_name(next.grid), next.nlat, next.nlon, sphere::grid_name(all.grid), all.nlat,
-             all.nlon);
-    GS_CHECK(std::abs(next.dt_hours - all.dt_hours) <= 1e-9 * all.dt_hours, "{}: time step {} vs {} hours", where(),
-             next.dt_hours, all.dt_hours);
-    GS_CHECK(next.units == all.units, "{}: units {} vs {}", where(), next.units, all.units);
-    for (auto& t : next.trajectories) all.trajectories.push_back(std::move(t));
-  }
-  return all;
+  auto source = open_netcdf(paths, opt);
+  const TrajectoryInfo& i = source->info();
+  TrajectoryData d{.variables = i.variables, .units = i.units, .grid = i.grid, .nlat = i.nlat, .nlon = i.nlon,
+                   .dt_hours = i.dt_hours, .trajectories = {}};
+  for (int64_t t = 0; t < i.trajectories(); ++t)
+    d.trajectories.push_back(source->read(t, 0, i.states[static_cast<size_t>(t)]));
+  d.validate();
+  return d;
 }
 
 // ---- writing

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +44,11 @@ struct NetcdfReadOptions {
 TrajectoryData read_netcdf(const std::filesystem::path& path, const NetcdfReadOptions& options = {});
 // Several files, each contributing its trajectories; all must agree on variables, grid and dt.
 TrajectoryData read_netcdf(const std::vector<std::filesystem::path>& paths, const NetcdfReadOptions& options = {});
+// The files opened for reading piece by piece: the layout and coordinates are checked here, the
+// values (with the same checks as read_netcdf) when read() asks for a window of states on a tile,
+// through hyperslabs of exactly that window and tile. The files stay open while the source lives.
+std::shared_ptr<TrajectorySource> open_netcdf(const std::vector<std::filesystem::path>& paths,
+                                              const NetcdfReadOptions& options = {});
 
 struct NetcdfWriteOptions {
   std::string title = "gradsphere trajectories";

@@ -2,13 +2,18 @@
 // on a hand-built data set whose statistics are known.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
+#include <tuple>
 #include <numbers>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "engine/factory.h"
 #include "models/data/dataset.h"
+#include "models/data/exact_sum.h"
 #include "ops/ops.h"
 #include "tests/test_util.h"
 
@@ -212,4 +217,106 @@ TEST_CASE("dataset: latitudes and longitudes of each grid") {
     CHECK(std::sin(g32[j] * std::numbers::pi / 180.0) == doctest::Approx(q.cos_theta[j]).epsilon(1e-14));
     CHECK(g32[j] == doctest::Approx(-g32[31 - j]).epsilon(1e-14));
   }
+}
+
+TEST_CASE("dataset: ExactSum is exact and independent of the order and grouping of its terms") {
+  using gs::models::ExactSum;
+  ExactSum big;
+  for (double x : {1e300, 1.0, -1e300, 0x1p-1074, -0.0, 3.0}) big.add(x);
+  CHECK(big.value() == 4.0 + 0x1p-1074 - 0x1p-1074 + 0.0);  // 4 (the subnormal is below 4's ulp)
+  ExactSum tiny;
+  tiny.add(0x1p-1074);
+  tiny.add(0x1p-1074);
+  CHECK(tiny.value() == 0x1p-1073);
+  ExactSum neg;
+  for (double x : {-0.1, -0.2, 0.05}) neg.add(x);
+  // -0.25 up to the exact decimal representation errors of the three doubles: within an ulp.
+  CHECK(neg.value() == doctest::Approx(-0.25).epsilon(1e-16));
+  // A million terms in three orders and two groupings: one set of bits.
+  std::vector<double> terms;
+  std::mt19937_64 gen(7);
+  std::normal_distribution<double> normal(1e5, 3e4);
+  for (int i = 0; i < 1'000'000; ++i) terms.push_back(normal(gen) * (i % 7 == 0 ? 1e-9 : 1.0));
+  auto total = [](const std::vector<double>& v) {
+    ExactSum s;
+    for (double x : v) s.add(x);
+    return s.value();
+  };
+  const double forward = total(terms);
+  std::vector<double> reversed(terms.rbegin(), terms.rend()), shuffled = terms;
+  std::shuffle(shuffled.begin(), shuffled.end(), gen);
+  CHECK(total(reversed) == forward);
+  CHECK(total(shuffled) == forward);
+  ExactSum parts[3];
+  for (size_t i = 0; i < terms.size(); ++i) parts[i % 3].add(terms[i]);
+  std::vector<int64_t> limbs(ExactSum::kLimbs, 0);  // as the all-reduce sums them
+  for (const auto& p : parts) {
+    const auto l = p.limbs();
+    for (int k = 0; k < ExactSum::kLimbs; ++k) limbs[k] += l[k];
+  }
+  CHECK(ExactSum::from_limbs(limbs).value() == forward);
+  parts[2].merge(parts[0]);
+  parts[2].merge(parts[1]);
+  CHECK(parts[2].value() == forward);
+  long double naive = 0;
+  for (double x : terms) naive += x;
+  CHECK(forward == doctest::Approx(static_cast<double>(naive)).epsilon(1e-15));
+}
+
+TEST_CASE("dataset: a normaliser gathered in shares of tiles and states equals the one-pass normaliser bitwise") {
+  TrajectoryData d;
+  d.variables = {"z", "u"};
+  d.grid = GridKind::equiangular;
+  d.nlat = 7;
+  d.nlon = 10;
+  d.trajectories = {gs::randn({5, 2, 7, 10}, gs::RandomKey{3, 0}, DType::f32) * 3e4 + 5e4,
+                    gs::randn({3, 2, 7, 10}, gs::RandomKey{3, 1}, DType::f32)};
+  const Normalizer whole = Normalizer::fit(d);
+  auto source = gs::models::memory_source(d);
+  // Every decomposition: h x w tiles (uneven) and p replicas each taking every p-th state.
+  for (auto [h, w, p] : {std::tuple{1, 1, 2}, {2, 1, 1}, {1, 3, 1}, {3, 2, 2}, {7, 4, 3}}) {
+    std::vector<gs::models::StatsShare> shares;
+    for (int a = 0; a < h; ++a)
+      for (int b = 0; b < w; ++b)
+        for (int r = 0; r < p; ++r) {
+          auto block = [](int64_t n, int parts, int i) {
+            const int64_t base = n / parts, extra = n % parts;
+            return gs::models::Span{i * base + std::min<int64_t>(i, extra), base + (i < extra ? 1 : 0)};
+          };
+          shares.push_back({block(7, h, a), block(10, w, b), r, p});
+        }
+    // Ranks simulated in turn: each rank's sum callback waits for none, so run the fits one pass at a
+    // time by collecting every share's partial limbs first.
+    std::vector<std::vector<std::vector<int64_t>>> partial(2);  // [pass][share]
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t s = 0; s < shares.size(); ++s) {
+        int seen = 0;
+        std::vector<int64_t> out;
+        try {
+          Normalizer::fit(*source, shares[s], [&](std::vector<int64_t>& v) {
+            if (seen++ == pass) {
+              out = v;
+              throw 0;  // stop here: this pass's partial sums are what we wanted
+            }
+            v = partial[seen - 1][0];  // earlier passes: the summed limbs computed before
+          });
+        } catch (int) {
+        }
+        partial[pass].push_back(out);
+      }
+      std::vector<int64_t> sum(partial[pass][0].size(), 0);
+      for (const auto& v : partial[pass])
+        for (size_t k = 0; k < v.size(); ++k) sum[k] += v[k];
+      partial[pass] = {sum};
+    }
+    int call = 0;
+    const Normalizer split =
+        Normalizer::fit(*source, shares[0], [&](std::vector<int64_t>& v) { v = partial[call++][0]; });
+    CAPTURE(h);
+    CAPTURE(w);
+    CAPTURE(p);
+    CHECK(split.mean == whole.mean);
+    CHECK(split.std == whole.std);
+  }
+  CHECK(whole.mean[0] == doctest::Approx(5e4 * 5 / 8).epsilon(0.05));  // 5 states near 5e4, 3 near 0
 }

@@ -10,6 +10,8 @@
 
 #include "engine/factory.h"
 #include "models/data/netcdf_io.h"
+#include "ops/ops.h"
+#include "tests/tensor_test_util.h"
 #include "tests/test_util.h"
 
 using namespace gs;
@@ -358,4 +360,70 @@ TEST_CASE("netcdf: writing is atomic and checks its input") {
   opt.long_names = {"only one"};
   CHECK(contains(error_of([&] { write_netcdf(p, d, opt); }), "expected 3 long names"));
   CHECK(dir.entries() == 1);
+}
+
+TEST_CASE("netcdf: every window on every tile reads exactly the whole read's values, flipped, rolled and wrapped") {
+  TempDir dir("netcdf");
+  const int64_t nlat = 5, nlon = 8, T = 4;
+  std::vector<double> lat = latitudes_deg(sphere::GridKind::equiangular, nlat);
+  std::reverse(lat.begin(), lat.end());  // south first: tiles map to reversed file rows
+  ForeignFile ff;
+  ff.lat = lat;
+  ff.lon = lons(nlon, -135.0);  // column 0 at 0 E is file column 3: tiles past column 4 wrap in the file
+  ff.time = {0.0, 0.25, 0.5, 0.75};
+  ff.value = [](size_t i) { return 0.5 * static_cast<double>(i) - 7.0; };
+  ff.write(dir / "a.nc");
+  write_netcdf(dir / "b.nc", sample_data(DType::f64, 2, T));  // a second file of two trajectories
+  NetcdfReadOptions opt;
+  opt.variables = {"t2m"};
+  opt.dtype = DType::f64;
+  const Tensor whole = read_netcdf(dir / "a.nc", opt).trajectories[0];
+  auto source = open_netcdf({dir / "a.nc"}, opt);
+  CHECK(source->info().states == std::vector<int64_t>{T});
+  int tiles = 0;
+  for (int64_t r0 = 0; r0 < nlat; ++r0)
+    for (int64_t nr = 1; r0 + nr <= nlat; ++nr)
+      for (int64_t c0 = 0; c0 < nlon; ++c0)
+        for (int64_t nc_ = 1; c0 + nc_ <= nlon; nc_ += 2) {
+          const int64_t t0 = (r0 + c0) % 3, n = 1 + (nr + nc_) % (T - t0);
+          const Tensor tile = source->read(0, t0, n, {r0, nr}, {c0, nc_});
+          const Tensor expect = narrow(narrow(narrow(whole, 0, t0, n), 2, r0, nr), 3, c0, nc_);
+          REQUIRE(gs_test::exactly_equal(tile, expect));
+          ++tiles;
+        }
+  CHECK(tiles > 100);
+  // Several files: trajectories in file order, each tile from its own file.
+  NetcdfReadOptions all;
+  all.dtype = DType::f32;
+  const TrajectoryData b = sample_data(DType::f64, 2, T);
+  auto two = open_netcdf({dir / "b.nc", dir / "b.nc"}, all);
+  REQUIRE(two->info().trajectories() == 4);
+  const Tensor tile = two->read(3, 1, 2, {2, 3}, {5, 7});
+  CHECK(tile.dtype() == DType::f32);
+  CHECK(gs_test::exactly_equal(tile, cast_copy(narrow(narrow(narrow(b.trajectories[1], 0, 1, 2), 2, 2, 3), 3, 5, 7),
+                                               DType::f32)));
+  CHECK(contains(error_of([&] { two->read(4, 0, 1); }), "trajectory 4: out of range (the data has 4 trajectories)"));
+  CHECK(contains(error_of([&] { two->read(0, 3, 2); }), "states 3..4 of trajectory 0: out of range (it has 4 states)"));
+  CHECK(contains(error_of([&] { two->read(0, 0, 1, {4, 3}); }), "latitude rows [4, 7): out of range (the grid has 6)"));
+}
+
+TEST_CASE("netcdf: a missing value is an error for the tiles that contain it and only for them") {
+  TempDir dir("netcdf");
+  const int64_t nlat = 4, nlon = 6;
+  ForeignFile ff;
+  ff.lat = latitudes_deg(sphere::GridKind::equiangular, nlat);
+  ff.lon = lons(nlon, 0.0);
+  ff.time = {0.0, 0.25};
+  ff.var_attrs = {{"_FillValue", -999.0}};
+  // The fill value at time 1, row 3, column 5 (the south-east tile).
+  ff.value = [&](size_t i) { return i == static_cast<size_t>((1 * nlat + 3) * nlon + 5) ? -999.0 : 1.0; };
+  ff.write(dir / "gap.nc");
+  NetcdfReadOptions opt;
+  opt.variables = {"t2m"};
+  auto source = open_netcdf({dir / "gap.nc"}, opt);
+  CHECK(source->read(0, 0, 2, {0, 2}, {0, 3}).numel() == 12);  // the north-west tile is complete
+  CHECK(source->read(0, 0, 1, {2, 2}, {3, 3}).numel() == 6);   // the gap's tile at the other time
+  const std::string e = error_of([&] { source->read(0, 0, 2, {2, 2}, {3, 3}); });
+  CHECK(contains(e, "gap.nc"));
+  CHECK(contains(e, "missing or non-finite value (-999) at sample 0, time 1, lat row 3, lon column 5"));
 }
