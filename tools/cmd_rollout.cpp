@@ -1,4 +1,4 @@
-// `gradsphere rollout CHECKPOINT [--steps N] [--samples K] [--out DIR]`: inference from a training
+// `[mpiexec -n N] gradsphere rollout CHECKPOINT [--steps N] [--samples K] [--out DIR] [--grid DxHxW]`: inference from a training
 // checkpoint. The checkpoint carries the configuration and the normalisation, so nothing else is
 // needed: the model is rebuilt, the validation data regenerated (or read), and K forecasts of N
 // steps from the first state of the first K validation trajectories are written as NetCDF (CF
@@ -9,7 +9,9 @@
 
 #include <fmt/format.h>
 
+#include "distributed/collectives.h"
 #include "distributed/world.h"
+#include "models/sharded_state.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/error.h"
 #include "models/checkpoint.h"
@@ -30,86 +32,90 @@ struct RolloutArgs {
   std::string out;
   int64_t steps = 0;  // 0: the configuration's validation.lead_steps
   int64_t samples = 1;
+  std::string grid;  // "DxHxW" under a launcher; empty: the configuration's distributed.grid
 };
 
 // (K, n, C, H, W) physical forecasts with their (K, C, H, W) initial states as K trajectories of
 // n + 1 states, in `like`'s grid and variables.
-models::TrajectoryData as_trajectories(const models::TrajectoryData& like, const Tensor& initial,
+models::TrajectoryData as_trajectories(const models::TrajectoryInfo& like, const Tensor& initial,
                                        const Tensor& forecast) {
-  models::TrajectoryData d;
-  d.variables = like.variables;
-  d.units = like.units;
-  d.grid = like.grid;
-  d.nlat = like.nlat;
-  d.nlon = like.nlon;
-  d.dt_hours = like.dt_hours;
+  models::TrajectoryData d{.variables = like.variables, .units = like.units, .grid = like.grid, .nlat = like.nlat,
+                           .nlon = like.nlon, .dt_hours = like.dt_hours, .trajectories = {}};
   for (int64_t k = 0; k < initial.size(0); ++k)
     d.trajectories.push_back(contiguous(cat({unsqueeze(select(initial, 0, k), 0), select(forecast, 0, k)}, 0)));
   return d;
 }
 
+// The whole sphere from every rank's tile (..., h, w) of it; collective.
+Tensor whole_sphere(const Tensor& tile, const dist::ProcessGrid& grid, const models::TrajectoryInfo& info) {
+  if (!tile.defined() || !grid.spatially_split()) return tile;
+  Tensor t = dist::gather_along(tile, tile.dim() - 2, info.nlat, grid.comm(dist::Group::h));
+  return dist::gather_along(t, t.dim() - 1, info.nlon, grid.comm(dist::Group::w));
+}
+
 int run_rollout(const RolloutArgs& args) {
-  // Every rank would write the same files; a checkpoint of any grid loads on one process.
-  GS_CHECK(dist::launcher_world_size() <= 1,
-           "rollout: runs as one process, but was started as one of {} (under mpiexec or srun); run it without the "
-           "launcher: the checkpoint holds whole tensors and loads on one process whatever grid trained it",
-           dist::launcher_world_size());
   const models::Checkpoint ck = models::load_checkpoint(args.checkpoint);
   const TrainConfig cfg = train_config_from_string(ck.config, args.checkpoint + " (its stored configuration)");
+  // Under a launcher every rank forecasts its tile (data replicas repeat the same forecasts); world
+  // rank 0 gathers the tiles and alone writes the files.
+  const dist::ProcessGrid grid = make_process_grid(args.grid, cfg, "rollout");
+  const bool root = grid.is_root();
   auto norm_it = ck.metadata.find(kMetaNormalizer);
   GS_CHECK(norm_it != ck.metadata.end(), "rollout: {} has no '{}' metadata (not written by gradsphere train?)",
            args.checkpoint, kMetaNormalizer);
   const models::Normalizer norm = normalizer_from_string(norm_it->second);
+  const fs::path out = args.out.empty() ? fs::path(args.checkpoint).parent_path() / "rollout" : fs::path(args.out);
+  if (root) fs::create_directories(out);
 
-  models::TrajectoryData val = load_validation_data(cfg);
-  val.validate();
+  const auto source = load_validation_data(cfg, grid, out / "data");
+  const models::TrajectoryInfo& val = source->info();
   GS_CHECK(static_cast<size_t>(val.channels()) == norm.mean.size(),
            "rollout: the data has {} variables but the checkpoint's normaliser {}", val.channels(), norm.mean.size());
-  auto model = build_model(cfg, val);
-  model->load_state_dict(ck.model);
+  auto model = build_model(cfg, val, grid);
+  model->load_state_dict(models::local_state_dict(ck.model, *model, grid));
   model->eval();
-  models::Stepper stepper(model, build_optimizer(cfg, *model), sphere::area_weights_coslat(val.grid, val.nlat),
-                          cfg.training.stepper);
+  const auto area_weights = sphere::area_weights_coslat(val.grid, val.nlat);
+  models::Stepper stepper(model, build_optimizer(cfg, *model), area_weights, cfg.training.stepper);
+  if (!grid.is_single_process()) stepper.set_distributed(grid);
 
   const int64_t n = args.steps > 0 ? args.steps : cfg.validation.lead_steps;
-  const int64_t K = std::min<int64_t>(args.samples, static_cast<int64_t>(val.trajectories.size()));
-  int64_t shortest = val.trajectories.front().size(0);
-  for (int64_t k = 0; k < K; ++k) shortest = std::min(shortest, val.trajectories[k].size(0));
+  const int64_t K = std::min<int64_t>(args.samples, val.trajectories());
+  int64_t shortest = val.states.front();
+  for (int64_t k = 0; k < K; ++k) shortest = std::min(shortest, val.states[k]);
   const int64_t truth_steps = std::min(n, shortest - 1);
 
-  // Initial states (K, C, H, W) and the truth that follows them (K, truth_steps, C, H, W), normalised.
-  std::vector<Tensor> first;
-  for (int64_t k = 0; k < K; ++k) first.push_back(select(val.trajectories[k], 0, 0));
-  const Tensor input = to(norm.normalize(stack(first, 0)), cfg.data.dtype);
-  Tensor truth;  // physical units
-  if (truth_steps >= 1) {
-    std::vector<Tensor> t;
-    for (int64_t k = 0; k < K; ++k) t.push_back(narrow(val.trajectories[k], 0, 1, truth_steps));
-    truth = to(stack(t, 0), cfg.data.dtype);
+  // This rank's tile of the initial states (K, C, h, w) and of the truth after them
+  // (K, truth_steps, C, h, w), normalised.
+  const dist::Block r = grid.local_lat(val.nlat), c = grid.local_lon(val.nlon);
+  const models::Span rows{r.start, r.count}, cols{c.start, c.count};
+  std::vector<Tensor> first, after;
+  for (int64_t k = 0; k < K; ++k) {
+    first.push_back(select(source->read(k, 0, 1, rows, cols), 0, 0));
+    if (truth_steps >= 1) after.push_back(source->read(k, 1, truth_steps, rows, cols));
   }
-  Tensor forecast;  // (K, n, C, H, W) normalised
+  const Tensor input = to(norm.normalize(stack(first, 0)), cfg.data.dtype);
+  const Tensor truth = truth_steps >= 1 ? to(norm.normalize(stack(after, 0)), cfg.data.dtype) : Tensor{};
+  Tensor forecast;  // (K, n, C, h, w) normalised
   std::optional<ValidationScores> scores;
   if (truth_steps == n) {
-    scores = validate(stepper, ValidationSet{input, norm.normalize(truth)}, norm,
-                      sphere::area_weights_coslat(val.grid, val.nlat), val.variables, val.dt_hours,
-                      cfg.training.batch_size);
+    scores = validate(stepper, ValidationSet{input, truth}, norm, area_weights, val.variables, val.dt_hours,
+                      cfg.training.batch_size, grid, val.nlon);
     forecast = scores->prediction;
   } else {
     InferenceModeGuard inference;
-    forecast = stepper.predict(input, n);
+    forecast = stepper.predict(input, n, /*rollout_id=*/0, /*first_sample=*/0);
   }
-  const fs::path out = args.out.empty() ? fs::path(args.checkpoint).parent_path() / "rollout" : fs::path(args.out);
-  fs::create_directories(out);
-  const Tensor phys_forecast = norm.denormalize(forecast);
-  const Tensor phys_input = norm.denormalize(input);
+  const Tensor phys_forecast = norm.denormalize(whole_sphere(forecast, grid, val));
+  const Tensor phys_input = norm.denormalize(whole_sphere(input, grid, val));
+  const Tensor phys_truth = truth.defined() ? norm.denormalize(whole_sphere(truth, grid, val)) : Tensor{};
+  if (!root) return 0;
   const auto pred_path = out / "rollout.nc";
   models::write_netcdf(pred_path, as_trajectories(val, phys_input, phys_forecast),
                        {.title = "gradsphere rollout", .history = "gradsphere rollout " + args.checkpoint});
   fmt::print("forecast:    {} ({} sample(s) x {} steps of {:g} h)\n", pred_path.string(), K, n, val.dt_hours);
-
-  if (truth.defined()) {
+  if (phys_truth.defined()) {
     const auto truth_path = out / "truth.nc";
-    models::write_netcdf(truth_path, as_trajectories(val, phys_input, truth),
+    models::write_netcdf(truth_path, as_trajectories(val, phys_input, phys_truth),
                          {.title = "gradsphere rollout: truth", .history = "gradsphere rollout " + args.checkpoint});
     fmt::print("truth:       {} ({} steps)\n", truth_path.string(), truth_steps);
   }
@@ -117,8 +123,9 @@ int run_rollout(const RolloutArgs& args) {
   std::vector<int64_t> leads = {0};
   if (n > 2) leads.push_back(n / 2 - 1);
   if (n > 1) leads.push_back(n - 1);
-  auto maps = write_maps(out / "maps", truth.defined() ? select(truth, 0, 0) : Tensor{}, select(phys_forecast, 0, 0),
-                         val.variables, leads, val.dt_hours, cfg.output.map_scale, "rollout");
+  auto maps = write_maps(out / "maps", phys_truth.defined() ? select(phys_truth, 0, 0) : Tensor{},
+                         select(phys_forecast, 0, 0), val.variables, leads, val.dt_hours, cfg.output.map_scale,
+                         "rollout");
   fmt::print("maps:        {} ({} files)\n", (out / "maps").string(), maps.size());
   return 0;
 }
@@ -134,6 +141,9 @@ void add_rollout_command(CLI::App& app, CommandRegistry& commands) {
   sub->add_option("--samples", args->samples, "Forecasts from the first state of this many validation trajectories")
       ->check(CLI::PositiveNumber);
   sub->add_option("--out", args->out, "Output directory (default: rollout/ beside the checkpoint)");
+  sub->add_option("--grid", args->grid,
+                  "Process grid DATAxHxW under mpiexec (default: distributed.grid of the stored configuration, else "
+                  "every rank a data replica); any grid loads any checkpoint");
   commands.add(sub, [args] { return run_rollout(*args); });
 }
 

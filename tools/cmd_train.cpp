@@ -42,19 +42,6 @@ struct TrainArgs {
 std::atomic<bool> g_stop_requested{false};
 extern "C" void request_stop(int) { g_stop_requested = true; }
 
-// The grid of the job: --grid, else the configuration's distributed.grid, else every rank a data
-// replica. ProcessGrid::create checks it against the world size.
-dist::ProcessGrid make_grid(const TrainArgs& args, const TrainConfig& cfg) {
-  const dist::CommPtr world = dist::world_communicator();
-  const std::string text = !args.grid.empty() ? args.grid : cfg.distributed.grid;
-  const dist::GridSpec spec = text.empty() ? dist::GridSpec{world->size(), 1, 1} : dist::parse_grid(text);
-  GS_CHECK(spec.size() == world->size(),
-           "train: the grid {} has {} ranks but the job has {} processes; start it with mpiexec -n {} (or pass a "
-           "grid of {} ranks)",
-           spec.str(), spec.size(), world->size(), spec.size(), world->size());
-  return dist::ProcessGrid::create(world, spec);
-}
-
 // Where the other ranks' progress goes: nowhere.
 std::FILE* silent_stream() {
   static std::FILE* null = std::fopen("/dev/null", "w");
@@ -87,7 +74,7 @@ const std::vector<std::string> kValidationColumns = {"step", "lead_hours", "vari
 int run_train(const TrainArgs& args) {
   TrainConfig cfg = load_train_config(args.config);
   if (!args.out.empty()) cfg.output.dir = args.out;
-  const dist::ProcessGrid grid = make_grid(args, cfg);
+  const dist::ProcessGrid grid = make_process_grid(args.grid, cfg, "train");
   const bool root = grid.is_root();
   const RunPaths paths(cfg.output.dir);
   GS_CHECK(!(args.resume && args.overwrite), "train: --resume and --overwrite exclude each other");
@@ -111,7 +98,7 @@ int run_train(const TrainArgs& args) {
     fmt::print(stderr, "gradsphere train: {} -> {}{}\n", cfg.source, paths.root.string(),
                grid.is_single_process() ? std::string()
                                         : fmt::format(" on {} processes, grid {}", grid.world_size(), grid.spec().str()));
-  TrainingRun run(cfg, grid);
+  TrainingRun run(cfg, grid, paths.data);
   if (root) fmt::print(stderr, "{}", run.describe());
   if (root) fmt::print(stderr, "set-up took {:.1f} s\n", seconds_since(t_setup));
 

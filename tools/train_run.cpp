@@ -20,49 +20,44 @@ RunPaths::RunPaths(const std::filesystem::path& r)
       validation(r / "validation.csv"),
       loss_curve(r / "loss_curve.png"),
       skill_plot(r / "skill_by_lead.png"),
-      maps(r / "maps") {}
+      maps(r / "maps"),
+      data(r / "data") {}
 
 void RunPaths::create() const { std::filesystem::create_directories(maps); }
 
-TrainingRun::TrainingRun(const TrainConfig& config, const dist::ProcessGrid& grid) : cfg_(config), grid_(grid) {
+TrainingRun::TrainingRun(const TrainConfig& config, const dist::ProcessGrid& grid,
+                         const std::filesystem::path& scratch_dir)
+    : cfg_(config), grid_(grid) {
   GS_CHECK(cfg_.training.batch_size % grid.data_size() == 0,
            "train: training.batch_size {} does not split evenly over {} data-parallel replicas (grid {}); use a "
            "batch size divisible by the grid's data size",
            cfg_.training.batch_size, grid.data_size(), grid.spec().str());
   const auto t0 = std::chrono::steady_clock::now();
-  data_ = load_training_data(cfg_);
+  data_ = load_training_data(cfg_, grid, scratch_dir);
   data_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  model_ = build_model(cfg_, data_.train, grid);
+  const models::TrajectoryInfo& info = data_.info();
+  rows_ = grid.local_lat(info.nlat);
+  cols_ = grid.local_lon(info.nlon);
+  model_ = build_model(cfg_, info, grid);
   model_->train();
   stepper_ = std::make_unique<models::Stepper>(model_, build_optimizer(cfg_, *model_), data_.area_weights,
                                                cfg_.training.stepper, build_schedule(cfg_));
   if (!grid_.is_single_process()) stepper_->set_distributed(grid_);
-  validation_ = make_validation_set(data_.validation, data_.normalizer, cfg_.validation.samples,
-                                    cfg_.validation.lead_steps, cfg_.data.dtype);
   // Every replica validates every sample, on its tile.
-  validation_ = {part_of(validation_.input, false), part_of(validation_.truth, false)};
-}
-
-Tensor TrainingRun::part_of(const Tensor& whole, bool share_samples) const {
-  if (grid_.is_single_process()) return whole;
-  Tensor t = whole;
-  if (share_samples) {
-    const dist::Block s = dist::split_block(whole.size(0), grid_.data_size(), grid_.data_rank());
-    t = narrow(t, 0, s.start, s.count);
-  }
-  const dist::Block r = grid_.local_lat(whole.size(-2)), c = grid_.local_lon(whole.size(-1));
-  return contiguous(narrow(narrow(t, -2, r.start, r.count), -1, c.start, c.count));
+  validation_ = make_validation_set(*data_.validation, data_.normalizer, cfg_.validation.samples,
+                                    cfg_.validation.lead_steps, cfg_.data.dtype, {rows_.start, rows_.count},
+                                    {cols_.start, cols_.count});
 }
 
 std::string TrainingRun::describe() const {
-  const auto& t = data_.train;
+  const auto& t = data_.info();
   int64_t states = 0;
-  for (const auto& tr : t.trajectories) states += tr.size(0);
+  for (int64_t n : t.states) states += n;
   std::string s = fmt::format("data: {} {} {}x{}, variables [{}], {} training trajectories ({} states, {} windows), "
                               "{} validation trajectories, dt {:g} h ({:.1f} s)\n",
                               cfg_.data.source, sphere::grid_name(t.grid), t.nlat, t.nlon,
-                              fmt::join(t.variables, ", "), t.trajectories.size(), states,
-                              data_.train_windows.size(), data_.validation.trajectories.size(), t.dt_hours,
+                              fmt::join(t.variables, ", "), t.trajectories(), states,
+                              data_.train_windows.size(), data_.validation->info().trajectories(), t.dt_hours,
                               data_seconds_);
   s += fmt::format("model: {} with {} parameters ({}), {}\n", model_->type_name(), model_->num_parameters(true),
                    "real degrees of freedom", cfg_.data.dtype == DType::f64 ? "f64" : "f32");
@@ -73,16 +68,20 @@ std::string TrainingRun::describe() const {
 }
 
 models::TrainResult TrainingRun::train_step() {
+  // The global batch is a function of (seed, step); this replica reads its equal share of it, on its tile.
   auto windows = batch_windows(data_.train_windows, cfg_.training.batch_size, cfg_.seed, step());
-  auto batch = models::make_batch(data_.train, data_.normalizer, windows, cfg_.training.rollout_steps, cfg_.data.dtype);
-  return stepper_->train_on_batch({part_of(batch.input, true), part_of(batch.targets, true)});
+  const dist::Block share = dist::split_block(static_cast<int64_t>(windows.size()), grid_.data_size(), grid_.data_rank());
+  windows = std::vector<Window>(windows.begin() + share.start, windows.begin() + share.start + share.count);
+  return stepper_->train_on_batch(models::make_batch(*data_.train, data_.normalizer, windows,
+                                                     cfg_.training.rollout_steps, cfg_.data.dtype,
+                                                     {rows_.start, rows_.count}, {cols_.start, cols_.count}));
 }
 
 ValidationScores TrainingRun::validate() {
   model_->eval();
   ValidationScores s = tools::validate(*stepper_, validation_, data_.normalizer, data_.area_weights,
-                                       data_.train.variables, data_.train.dt_hours, cfg_.training.batch_size, grid_,
-                                       data_.train.nlon);
+                                       data_.info().variables, data_.info().dt_hours, cfg_.training.batch_size, grid_,
+                                       data_.info().nlon);
   model_->train();
   if (auto* sched = stepper_->schedule()) sched->step_metric(s.loss);
   return s;
@@ -96,7 +95,7 @@ models::Checkpoint TrainingRun::checkpoint() const {
   c.rng.seed = cfg_.seed;
   c.config = cfg_.text;
   c.metadata[kMetaNormalizer] = normalizer_to_string(data_.normalizer);
-  c.metadata[kMetaVariables] = fmt::format("{}", fmt::join(data_.train.variables, ","));
+  c.metadata[kMetaVariables] = fmt::format("{}", fmt::join(data_.info().variables, ","));
   return c;
 }
 
@@ -120,8 +119,8 @@ std::vector<std::filesystem::path> TrainingRun::write_validation_maps(const Vali
   // The first sample's tiles put together (every rank takes part; rank 0 writes).
   auto whole = [&](const Tensor& tile) {
     if (!grid_.spatially_split()) return tile;
-    Tensor t = dist::gather_along(tile, -2 + tile.dim(), data_.train.nlat, grid_.comm(dist::Group::h));
-    return dist::gather_along(t, -1 + t.dim(), data_.train.nlon, grid_.comm(dist::Group::w));
+    Tensor t = dist::gather_along(tile, -2 + tile.dim(), data_.info().nlat, grid_.comm(dist::Group::h));
+    return dist::gather_along(t, -1 + t.dim(), data_.info().nlon, grid_.comm(dist::Group::w));
   };
   const Tensor truth = data_.normalizer.denormalize(whole(select(validation_.truth, 0, 0)));  // (n, C, H, W)
   const Tensor pred = data_.normalizer.denormalize(whole(select(s.prediction, 0, 0)));
@@ -129,7 +128,7 @@ std::vector<std::filesystem::path> TrainingRun::write_validation_maps(const Vali
   const int64_t n = truth.size(0);
   std::vector<int64_t> leads = {0};
   if (n > 1) leads.push_back(n - 1);
-  return write_maps(dir, truth, pred, data_.train.variables, leads, data_.train.dt_hours, cfg_.output.map_scale,
+  return write_maps(dir, truth, pred, data_.info().variables, leads, data_.info().dt_hours, cfg_.output.map_scale,
                     fmt::format("step {}", step()));
 }
 

@@ -19,18 +19,20 @@ namespace gs::tools {
 struct RunPaths {
   explicit RunPaths(const std::filesystem::path& root);
   void create() const;  // the directory and maps/
-  std::filesystem::path root, checkpoint, config, metrics, validation, loss_curve, skill_plot, maps;
+  // data: generated data for the tile reads of a multi-process run
+  std::filesystem::path root, checkpoint, config, metrics, validation, loss_curve, skill_plot, maps, data;
 };
 
-// On a process grid (mpiexec -n N gradsphere train --grid DxHxW) every rank holds the data, takes
-// its share of each batch (the data replicas) and its tile of every field (the spatial grid), and
-// the stepper reduces the gradients; the batch order depends on the seed only, so every grid
+// On a process grid (mpiexec -n N gradsphere train --grid DxHxW) every rank reads only its share of
+// each batch (the data replicas) on its tile of every field (the spatial grid), and the stepper
+// reduces the gradients; generated data is written once to `scratch_dir` for those reads; the batch order depends on the seed only, so every grid
 // trains on the same samples in the same order. validate() and checkpoint() are collective: the
 // scores are the whole sphere's and the checkpoint holds whole tensors (on every rank), as one
 // process writes them; restore() takes such a checkpoint on any grid.
 class TrainingRun {
  public:
-  explicit TrainingRun(const TrainConfig& config, const dist::ProcessGrid& grid = {});
+  explicit TrainingRun(const TrainConfig& config, const dist::ProcessGrid& grid = {},
+                       const std::filesystem::path& scratch_dir = {});
 
   // Data, model (type, parameter count) and optimiser in a few lines.
   std::string describe() const;
@@ -55,12 +57,10 @@ class TrainingRun {
   models::Stepper& stepper() { return *stepper_; }
 
  private:
-  // This rank's samples (the data replica's equal share) and tile of a whole (B, ..., H, W) tensor.
-  Tensor part_of(const Tensor& whole, bool share_samples) const;
-
   TrainConfig cfg_;
   dist::ProcessGrid grid_;
   TrainingData data_;
+  dist::Block rows_, cols_;  // this rank's tile
   std::shared_ptr<models::Model> model_;
   std::unique_ptr<models::Stepper> stepper_;
   ValidationSet validation_;

@@ -6,7 +6,10 @@
 
 #include <fmt/format.h>
 
+#include "distributed/collectives.h"
+#include "distributed/world.h"
 #include "engine/error.h"
+#include "engine/factory.h"
 #include "engine/random.h"
 #include "models/data/netcdf_io.h"
 #include "models/data/swe_data.h"
@@ -21,43 +24,85 @@ std::vector<std::filesystem::path> as_paths(const std::vector<std::string>& file
   return {files.begin(), files.end()};
 }
 
+// A generated set: in memory on one process; on several, written once by world rank 0 (atomically)
+// and opened by every rank after a barrier. A failure on rank 0 ends the job with its message
+// (abort_job) before the others read anything.
+std::shared_ptr<models::TrajectorySource> generated(const models::SweDataOptions& options, const char* name,
+                                                    const dist::ProcessGrid& grid,
+                                                    const std::filesystem::path& scratch_dir) {
+  if (grid.is_single_process()) return models::memory_source(models::generate_swe_data(options));
+  GS_CHECK(!scratch_dir.empty(), "data: generated data on {} processes needs a directory to write it to",
+           grid.world_size());
+  const std::filesystem::path path = scratch_dir / fmt::format("swe_{}.nc", name);
+  if (grid.is_root()) {
+    std::filesystem::create_directories(scratch_dir);
+    models::write_netcdf(path, models::generate_swe_data(options),
+                         {.title = fmt::format("gradsphere generated shallow-water {} set", name),
+                          .history = "written by rank 0 for the tile reads of a multi-process run"});
+  }
+  grid.comm(dist::Group::world)->barrier();
+  models::NetcdfReadOptions read;
+  read.dtype = options.dtype;
+  return models::open_netcdf({path}, read);
+}
+
 }  // namespace
 
-models::TrajectoryData load_validation_data(const TrainConfig& c) {
-  if (c.data.source == "netcdf") return models::read_netcdf(as_paths(c.data.validation_files), c.data.netcdf);
+std::shared_ptr<models::TrajectorySource> load_validation_data(const TrainConfig& c, const dist::ProcessGrid& grid,
+                                                                const std::filesystem::path& scratch_dir) {
+  if (c.data.source == "netcdf") return models::open_netcdf(as_paths(c.data.validation_files), c.data.netcdf);
   models::SweDataOptions v = c.data.swe;
   v.n_trajectories = c.data.validation_trajectories;
   v.seed = c.data.validation_seed;
-  return models::generate_swe_data(v);
+  return generated(v, "validation", grid, scratch_dir);
 }
 
-TrainingData load_training_data(const TrainConfig& c) {
+TrainingData load_training_data(const TrainConfig& c, const dist::ProcessGrid& grid,
+                                const std::filesystem::path& scratch_dir) {
   TrainingData d;
-  if (c.data.source == "netcdf")
-    d.train = models::read_netcdf(as_paths(c.data.train_files), c.data.netcdf);
-  else
-    d.train = models::generate_swe_data(c.data.swe);
-  d.validation = load_validation_data(c);
-  d.train.validate();
-  d.validation.validate();
-  GS_CHECK(d.validation.variables == d.train.variables && d.validation.nlat == d.train.nlat &&
-               d.validation.nlon == d.train.nlon && d.validation.grid == d.train.grid,
+  d.train = c.data.source == "netcdf" ? models::open_netcdf(as_paths(c.data.train_files), c.data.netcdf)
+                                      : generated(c.data.swe, "train", grid, scratch_dir);
+  d.validation = load_validation_data(c, grid, scratch_dir);
+  const models::TrajectoryInfo &t = d.train->info(), &v = d.validation->info();
+  GS_CHECK(v.variables == t.variables && v.nlat == t.nlat && v.nlon == t.nlon && v.grid == t.grid,
            "validation data ({} x {}, variables [{}]) does not match the training data ({} x {}, variables [{}])",
-           d.validation.nlat, d.validation.nlon, fmt::join(d.validation.variables, ", "), d.train.nlat, d.train.nlon,
-           fmt::join(d.train.variables, ", "));
-  d.normalizer = models::Normalizer::fit(d.train);
-  d.train_windows = models::list_windows(d.train, c.training.rollout_steps);
+           v.nlat, v.nlon, fmt::join(v.variables, ", "), t.nlat, t.nlon, fmt::join(t.variables, ", "));
+  const dist::Block rows = grid.local_lat(t.nlat), cols = grid.local_lon(t.nlon);
+  const models::StatsShare share{.rows = {rows.start, rows.count},
+                                 .cols = {cols.start, cols.count},
+                                 .part = grid.data_rank(),
+                                 .parts = grid.data_size()};
+  models::SumOverRanks sum;
+  if (!grid.is_single_process())
+    sum = [&](std::vector<int64_t>& v) {
+      Tensor t = from_vector(v, {static_cast<int64_t>(v.size())});
+      grid.comm(dist::Group::world)->all_reduce(t, dist::ReduceOp::sum);
+      v = t.to_vector<int64_t>();
+    };
+  d.normalizer = models::Normalizer::fit(*d.train, share, sum);
+  d.train_windows = models::list_windows(t, c.training.rollout_steps);
   GS_CHECK(!d.train_windows.empty(),
            "training.rollout_steps {} needs trajectories of at least {} states; the training data has fewer",
            c.training.rollout_steps, c.training.rollout_steps + 1);
-  GS_CHECK(!models::list_windows(d.validation, c.validation.lead_steps).empty(),
+  GS_CHECK(!models::list_windows(v, c.validation.lead_steps).empty(),
            "validation.lead_steps {} needs validation trajectories of at least {} states; they have fewer",
            c.validation.lead_steps, c.validation.lead_steps + 1);
-  d.area_weights = sphere::area_weights_coslat(d.train.grid, d.train.nlat);
+  d.area_weights = sphere::area_weights_coslat(t.grid, t.nlat);
   return d;
 }
 
-std::shared_ptr<models::Model> build_model(const TrainConfig& c, const models::TrajectoryData& data,
+dist::ProcessGrid make_process_grid(const std::string& flag, const TrainConfig& cfg, const char* command) {
+  const dist::CommPtr world = dist::world_communicator();
+  const std::string text = !flag.empty() ? flag : cfg.distributed.grid;
+  const dist::GridSpec spec = text.empty() ? dist::GridSpec{world->size(), 1, 1} : dist::parse_grid(text);
+  GS_CHECK(spec.size() == world->size(),
+           "{}: the grid {} has {} ranks but the job has {} processes; start it with mpiexec -n {} (or pass a "
+           "grid of {} ranks)",
+           command, spec.str(), spec.size(), world->size(), spec.size(), world->size());
+  return dist::ProcessGrid::create(world, spec);
+}
+
+std::shared_ptr<models::Model> build_model(const TrainConfig& c, const models::TrajectoryInfo& data,
                                            const dist::ProcessGrid& grid) {
   const std::string grid_name(sphere::grid_name(data.grid));
   if (c.model.type == "sfno") {
@@ -134,7 +179,10 @@ std::vector<Window> batch_windows(const std::vector<Window>& windows, int64_t ba
 std::string normalizer_to_string(const models::Normalizer& n) {
   auto join = [](const std::vector<double>& v) {
     std::string s;
-    for (double x : v) s += (s.empty() ? "" : ",") + fmt::format("{:.17g}", x);
+    for (double x : v) {
+      if (!s.empty()) s += ',';
+      s += fmt::format("{:.17g}", x);
+    }
     return s;
   };
   return "mean=" + join(n.mean) + ";std=" + join(n.std);

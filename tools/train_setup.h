@@ -3,6 +3,7 @@
 // `gradsphere train`, `gradsphere rollout` and `gradsphere bench train`.
 #pragma once
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -17,20 +18,34 @@ namespace gs::tools {
 
 using Window = std::pair<int64_t, int64_t>;  // (trajectory, first state)
 
+// The states are read on demand, each rank reading only its tile (and, in training, its share of
+// the batch): see models/data/trajectory_source.h.
 struct TrainingData {
-  models::TrajectoryData train, validation;
+  std::shared_ptr<models::TrajectorySource> train, validation;
   models::Normalizer normalizer;   // fitted on the training set
   std::vector<Window> train_windows;
   std::vector<double> area_weights;  // per latitude row, ACE's cos-lat weights (sum 1)
+  const models::TrajectoryInfo& info() const { return train->info(); }
 };
 
-// Generates the shallow-water sets or reads the NetCDF files, fits the normaliser, lists windows
+// Generates the shallow-water sets or opens the NetCDF files, fits the normaliser, lists windows
 // of rollout_steps + 1 states. Throws when the data is too short for the rollout or the validation.
-TrainingData load_training_data(const TrainConfig& config);
-// The validation set alone (rollout needs no training data), normalised with `normalizer`.
-models::TrajectoryData load_validation_data(const TrainConfig& config);
+// On a grid of several processes the generated sets are written once, by world rank 0, as NetCDF
+// files in `scratch_dir` (every rank then reads its tiles of them), and the normaliser's statistics
+// are gathered in shares (each rank its tile of every data_size-th state) and summed exactly, so
+// every grid trains on the same samples with the same normaliser as one process, bit for bit.
+TrainingData load_training_data(const TrainConfig& config, const dist::ProcessGrid& grid = {},
+                                const std::filesystem::path& scratch_dir = {});
+// The validation set alone (rollout needs no training data); on a grid of several processes as above.
+std::shared_ptr<models::TrajectorySource> load_validation_data(const TrainConfig& config,
+                                                                const dist::ProcessGrid& grid = {},
+                                                                const std::filesystem::path& scratch_dir = {});
 
-std::shared_ptr<models::Model> build_model(const TrainConfig& config, const models::TrajectoryData& data,
+// The grid of the job: `flag` (--grid DxHxW), else the configuration's distributed.grid, else every
+// rank a data replica; checked against the world size (errors name `command`). Collective.
+dist::ProcessGrid make_process_grid(const std::string& flag, const TrainConfig& config, const char* command);
+
+std::shared_ptr<models::Model> build_model(const TrainConfig& config, const models::TrajectoryInfo& data,
                                            const dist::ProcessGrid& grid = {});
 std::shared_ptr<models::Optimizer> build_optimizer(const TrainConfig& config, const models::Model& model);
 std::shared_ptr<models::LrSchedule> build_schedule(const TrainConfig& config);

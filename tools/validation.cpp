@@ -12,14 +12,15 @@
 
 namespace gs::tools {
 
-ValidationSet make_validation_set(const models::TrajectoryData& data, const models::Normalizer& norm,
-                                  int64_t samples, int64_t lead_steps, DType dtype) {
-  auto all = models::list_windows(data, lead_steps);
+ValidationSet make_validation_set(const models::TrajectorySource& data, const models::Normalizer& norm,
+                                  int64_t samples, int64_t lead_steps, DType dtype, models::Span rows,
+                                  models::Span cols) {
+  auto all = models::list_windows(data.info(), lead_steps);
   GS_CHECK(!all.empty(), "validation: no window of {} states in the validation data", lead_steps + 1);
   const int64_t n = std::min<int64_t>(samples, static_cast<int64_t>(all.size()));
   std::vector<std::pair<int64_t, int64_t>> picked;
   for (int64_t i = 0; i < n; ++i) picked.push_back(all[(i * static_cast<int64_t>(all.size())) / n]);
-  auto batch = models::make_batch(data, norm, picked, lead_steps, dtype);
+  auto batch = models::make_batch(data, norm, picked, lead_steps, dtype, rows, cols);
   return {batch.input, batch.targets};
 }
 

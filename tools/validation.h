@@ -17,9 +17,10 @@ struct ValidationSet {
 };
 
 // `samples` windows of lead_steps + 1 states spread evenly over all validation windows (fewer when
-// there are fewer windows).
-ValidationSet make_validation_set(const models::TrajectoryData& data, const models::Normalizer& norm,
-                                  int64_t samples, int64_t lead_steps, DType dtype);
+// there are fewer windows), on the tile rows x cols (the whole grid by default).
+ValidationSet make_validation_set(const models::TrajectorySource& data, const models::Normalizer& norm,
+                                  int64_t samples, int64_t lead_steps, DType dtype, models::Span rows = {},
+                                  models::Span cols = {});
 
 struct ValidationScores {
   std::vector<std::string> variables;

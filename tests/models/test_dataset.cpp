@@ -320,3 +320,36 @@ TEST_CASE("dataset: a normaliser gathered in shares of tiles and states equals t
   }
   CHECK(whole.mean[0] == doctest::Approx(5e4 * 5 / 8).epsilon(0.05));  // 5 states near 5e4, 3 near 0
 }
+
+TEST_CASE("dataset: make_batch on a tile reads only the tile of the windows' states") {
+  struct Request {
+    int64_t trajectory, first, n;
+    gs::models::Span rows, cols;
+  };
+  // A source that records what is asked of it.
+  struct Recording final : gs::models::TrajectorySource {
+    std::shared_ptr<gs::models::TrajectorySource> inner;
+    mutable std::vector<Request> requests;
+    const gs::models::TrajectoryInfo& info() const override { return inner->info(); }
+    Tensor read(int64_t t, int64_t first, int64_t n, gs::models::Span rows, gs::models::Span cols) const override {
+      requests.push_back({t, first, n, rows, cols});
+      return inner->read(t, first, n, rows, cols);
+    }
+  };
+  const TrajectoryData d = hand_built();
+  Recording src;
+  src.inner = gs::models::memory_source(d);
+  const Normalizer n = Normalizer::fit(d);
+  const auto b = gs::models::make_batch(src, n, {{1, 0}, {0, 1}}, 1, DType::f64, {1, 1}, {1, 2});
+  REQUIRE(src.requests.size() == 2);
+  CHECK(src.requests[0].trajectory == 1);
+  CHECK(src.requests[1].first == 1);
+  for (const auto& r : src.requests) {
+    CHECK(r.n == 2);
+    CHECK((r.rows.start == 1 && r.rows.count == 1 && r.cols.start == 1 && r.cols.count == 2));
+  }
+  CHECK(b.input.sizes() == gs::Shape{2, 2, 1, 2});
+  // The tile of the whole batch, value for value.
+  const auto whole = gs::models::make_batch(d, n, {{1, 0}, {0, 1}}, 1, DType::f64);
+  CHECK(gs::narrow(gs::narrow(whole.targets, 3, 1, 1), 4, 1, 2).to_vector<double>() == b.targets.to_vector<double>());
+}

@@ -8,12 +8,18 @@
 #   4. SIGTERM to the launcher: every rank stops at the same step with one checkpoint, and the
 #      resumed run ends bitwise where an uninterrupted one does; SIGKILL of one rank ends the job in
 #      seconds and the last checkpoint stays loadable; a checkpoint that cannot be written ends every
-#      rank with rank 0's message, leaving no temporary file.
-# Usage: train_mpi_test.sh MPIEXEC GRADSPHERE CHECKPOINT_DIFF
+#      rank with rank 0's message, leaving no temporary file;
+#   5. tile reads: the generated data a multi-process run wrote once, read back as NetCDF files
+#      (each rank its tiles) on 1x2x2 and 2x1x2, ends where one process does; a NaN in one rank's
+#      tile, or a file missing on one rank only, ends every rank in seconds with that rank's
+#      message; rollout under mpiexec prints the scores of one process.
+# Usage: train_mpi_test.sh MPIEXEC GRADSPHERE CHECKPOINT_DIFF NETCDF_POKE
 set -euo pipefail
-mpiexec="$1"
-gs="$2"
-diff_ckpt="$3"
+# Absolute paths: part 5 runs from inside the work directory.
+mpiexec="$(command -v "$1")"
+gs="$(realpath "$2")"
+diff_ckpt="$(realpath "$3")"
+poke="$(realpath "$4")"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=1 GS_COMM_TIMEOUT=120
@@ -108,4 +114,54 @@ grep -q "\[rank 0\] error: cannot write '.*checkpoint.safetensors'" "$work/block
   || fail "no message from rank 0 naming the checkpoint: $(cat "$work/blocked.log")"
 ! ls "$work/blocked/".checkpoint.safetensors.tmp* > /dev/null 2>&1 || fail "a temporary checkpoint file was left behind"
 echo "ok: an unwritable checkpoint ends every rank with rank 0's message"
+# 5. Tile reads from NetCDF. Relative data paths, so each rank's working directory decides what it finds.
+for f in swe_train.nc swe_validation.nc; do
+  [[ -s "$work/1x2x2/data/$f" ]] || fail "the 1x2x2 run did not write its generated data $f"
+done
+mkdir -p "$work/nc/data" "$work/nc-missing"
+cp "$work/1x2x2/data/"*.nc "$work/nc/data/"
+awk '/^data:/{skip=1; print "data:\n  source: netcdf\n  netcdf:\n    train_files: [data/swe_train.nc]\n    validation_files: [data/swe_validation.nc]"; next}
+     /^model:/{skip=0} !skip' "$work/tiny.yaml" > "$work/nc.yaml"
+cd "$work/nc"
+run "$work/nc1.log" "$gs" train "$work/nc.yaml" --out "$work/nc-one"
+"$diff_ckpt" "$work/nc-one/checkpoint.safetensors" "$work/one/checkpoint.safetensors" 0 \
+  || fail "training on the written data differs from training on the generated data"
+for grid in 1x2x2 2x1x2; do
+  run "$work/nc-$grid.log" "$mpiexec" -n 4 "$gs" train "$work/nc.yaml" --out "$work/nc-$grid" --grid "$grid"
+  "$diff_ckpt" "$work/nc-$grid/checkpoint.safetensors" "$work/one/checkpoint.safetensors" 1e-5 \
+    || fail "NetCDF tile reads on $grid: the checkpoint differs from one process"
+  cmp <(scores "$work/nc-$grid.log") <(scores "$work/one.log") || fail "NetCDF tile reads on $grid: validation differs"
+done
+echo "ok: the written data trains bitwise like the generated data on one process, and read by tiles on 1x2x2 and 2x1x2 within 1e-5 of it"
+# Rollout: one process and 1x2x2 print the same scores.
+run "$work/roll1.log" "$gs" rollout "$work/nc-one/checkpoint.safetensors" --samples 1 --out "$work/roll1"
+run "$work/roll4.log" "$mpiexec" -n 4 "$gs" rollout "$work/nc-one/checkpoint.safetensors" --samples 1 \
+  --out "$work/roll4" --grid 1x2x2
+cmp <(grep -E "^  lead" "$work/roll4.log") <(grep -E "^  lead" "$work/roll1.log") \
+  || fail "rollout on 1x2x2 scores differ: $(cat "$work/roll4.log") vs $(cat "$work/roll1.log")"
+[[ -s "$work/roll4/rollout.nc" && -s "$work/roll4/truth.nc" ]] || fail "rollout on 1x2x2 wrote no NetCDF files"
+[[ $(grep -c "forecast:" "$work/roll4.log") == 1 ]] || fail "more than one rank of the rollout wrote files"
+echo "ok: rollout under mpiexec on 1x2x2 gives the one-process scores"
+# A file missing on one rank only (as node-local storage can be): rank 3 starts elsewhere.
+start=$(date +%s)
+if timeout 120 "$mpiexec" -n 3 -wdir "$work/nc" "$gs" train "$work/nc.yaml" --out "$work/nc-gone" --grid 1x2x2 : \
+    -n 1 -wdir "$work/nc-missing" "$gs" train "$work/nc.yaml" --out "$work/nc-gone" --grid 1x2x2 \
+    > "$work/gone.log" 2>&1; then
+  fail "a run with a data file missing on rank 3 succeeded"
+fi
+(( $(date +%s) - start <= 60 )) || fail "a file missing on one rank took more than 60 s to end the job"
+grep -q "\[rank 3\] error: NetCDF file 'data/swe_train.nc': expected a regular file, but it does not exist" \
+  "$work/gone.log" || fail "no message from rank 3 naming the missing file: $(cat "$work/gone.log")"
+echo "ok: a file missing on one rank ends the job in $(( $(date +%s) - start )) s with rank 3's message"
+# A NaN in the south-east quarter of the training data: only rank 3 of 1x2x2 reads it.
+"$poke" "$work/nc/data/swe_train.nc" vorticity 1 4 12 30
+start=$(date +%s)
+if timeout 120 "$mpiexec" -n 4 "$gs" train "$work/nc.yaml" --out "$work/nc-nan" --grid 1x2x2 > "$work/nan.log" 2>&1; then
+  fail "a run with a NaN in its data succeeded"
+fi
+(( $(date +%s) - start <= 60 )) || fail "a bad tile took more than 60 s to end the job"
+grep -q "\[rank 3\] error: NetCDF file 'data/swe_train.nc': variable 'vorticity' has a missing or non-finite value (nan) at sample 1, time 4, lat row 12, lon column 30" \
+  "$work/nan.log" || fail "no message from rank 3 naming the bad value: $(cat "$work/nan.log")"
+echo "ok: a NaN in one rank's tile ends the job in $(( $(date +%s) - start )) s with rank 3's message"
+cd - > /dev/null
 echo "train-mpi: all checks passed"
