@@ -13,6 +13,14 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+// An error that every rank of a multi-process job reaches together, at the same point (decided by
+// a collective, e.g. a non-finite loss that every rank skips): the ranks need not abort one
+// another, so they end cleanly and only world rank 0 reports it, as one process would.
+class AgreedError : public Error {
+ public:
+  using Error::Error;
+};
+
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
   throw Error(fmt::format(f, std::forward<Args>(args)...));

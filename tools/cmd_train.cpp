@@ -143,12 +143,14 @@ int run_train(const TrainArgs& args) {
       bar.finish();
       std::signal(SIGINT, old_int);
       std::signal(SIGTERM, old_term);
-      fail("training stopped: {}\nThe weights were not changed by that step. {}. Lower optimizer.lr or set "
-           "training.clip_grad_norm, then resume.",
-           r.report,
-           last_checkpoint >= 0 ? fmt::format("The last good checkpoint is {} (step {})", paths.checkpoint.string(),
-                                              last_checkpoint)
-                                : std::string("No checkpoint was written yet"));
+      // Every rank skipped this step together (the stepper agrees on it), so they end together.
+      throw AgreedError(fmt::format(
+          "training stopped: {}\nThe weights were not changed by that step. {}. Lower optimizer.lr or set "
+          "training.clip_grad_norm, then resume.",
+          r.report,
+          last_checkpoint >= 0 ? fmt::format("The last good checkpoint is {} (step {})", paths.checkpoint.string(),
+                                             last_checkpoint)
+                               : std::string("No checkpoint was written yet")));
     }
     const int64_t step = run.step();
     ++steps_here;

@@ -24,6 +24,11 @@ int main(int argc, char** argv) {
   }
   try {
     return commands.run_selected(app);
+  } catch (const gs::AgreedError& e) {
+    // Every rank is here together: no one waits in a collective, so the job ends cleanly, with one
+    // message (MPI is finalised at exit).
+    if (gs::dist::launcher_rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
   } catch (const gs::Error& e) {
     // Under a launcher, the other ranks may be waiting in a collective for this one: end them all.
     if (gs::dist::launcher_world_size() > 1) gs::dist::abort_job(e.what(), 1);

@@ -6,6 +6,7 @@
 
 #include "distributed/collectives.h"
 #include "engine/error.h"
+#include "engine/factory.h"
 #include "models/sharded_state.h"
 #include "ops/ops.h"
 #include "tools/run_outputs.h"
@@ -40,6 +41,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, const dist::ProcessGrid& gri
   cols_ = grid.local_lon(info.nlon);
   model_ = build_model(cfg_, info, grid);
   model_->train();
+  parameters_ = count_whole_parameters();
   stepper_ = std::make_unique<models::Stepper>(model_, build_optimizer(cfg_, *model_), data_.area_weights,
                                                cfg_.training.stepper, build_schedule(cfg_));
   if (!grid_.is_single_process()) stepper_->set_distributed(grid_);
@@ -47,6 +49,25 @@ TrainingRun::TrainingRun(const TrainConfig& config, const dist::ProcessGrid& gri
   validation_ = make_validation_set(*data_.validation, data_.normalizer, cfg_.validation.samples,
                                     cfg_.validation.lead_steps, cfg_.data.dtype, {rows_.start, rows_.count},
                                     {cols_.start, cols_.count});
+}
+
+int64_t TrainingRun::count_whole_parameters() const {
+  // Replicated parameters count once; a shard's elements are summed over the ranks that split it.
+  int64_t replicated = 0;
+  std::vector<int64_t> split(4, 0);  // by which axes split the parameter: none, h, w, both
+  for (const auto& p : model_->named_parameters()) {
+    const int64_t n = p.tensor.numel() * (is_complex(p.tensor.dtype()) ? 2 : 1);
+    const int axes = (p.distribution.splits(dist::GridAxis::h) ? 1 : 0) + (p.distribution.splits(dist::GridAxis::w) ? 2 : 0);
+    (axes == 0 ? replicated : split[static_cast<size_t>(axes)]) += n;
+  }
+  if (!grid_.spatially_split()) return replicated + split[1] + split[2] + split[3];
+  auto summed = [&](int64_t n, dist::Group g) {
+    Tensor t = from_vector(std::vector<int64_t>{n});
+    grid_.comm(g)->all_reduce(t, dist::ReduceOp::sum);
+    return t.item<int64_t>();
+  };
+  return replicated + summed(split[1], dist::Group::h) + summed(split[2], dist::Group::w) +
+         summed(split[3], dist::Group::spatial);
 }
 
 std::string TrainingRun::describe() const {
@@ -59,7 +80,7 @@ std::string TrainingRun::describe() const {
                               fmt::join(t.variables, ", "), t.trajectories(), states,
                               data_.train_windows.size(), data_.validation->info().trajectories(), t.dt_hours,
                               data_seconds_);
-  s += fmt::format("model: {} with {} parameters ({}), {}\n", model_->type_name(), model_->num_parameters(true),
+  s += fmt::format("model: {} with {} parameters ({}), {}\n", model_->type_name(), parameters_,
                    "real degrees of freedom", cfg_.data.dtype == DType::f64 ? "f64" : "f32");
   s += fmt::format("optimizer: {} lr {:g}, schedule {}; {} steps of batch {} x {} rollout steps\n",
                    stepper_->optimizer().type_name(), stepper_->optimizer().lr(), cfg_.schedule.type,

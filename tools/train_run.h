@@ -57,8 +57,12 @@ class TrainingRun {
   models::Stepper& stepper() { return *stepper_; }
 
  private:
+  // The whole model's parameter count (real degrees of freedom); collective.
+  int64_t count_whole_parameters() const;
+
   TrainConfig cfg_;
   dist::ProcessGrid grid_;
+  int64_t parameters_ = 0;
   TrainingData data_;
   dist::Block rows_, cols_;  // this rank's tile
   std::shared_ptr<models::Model> model_;

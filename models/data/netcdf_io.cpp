@@ -90,7 +90,7 @@ class NcFile {
   std::string dims_str(const std::vector<int>& dims) const {
     std::vector<std::string> names;
     for (int d : dims) names.push_back(dim_name(d));
-    return "(" + fmt::format("{}", fmt::join(names, ", ")) + ")";
+    return fmt::format("({})", fmt::join(names, ", "));
   }
   std::vector<std::string> all_var_names() const {
     int n = 0;

@@ -44,6 +44,8 @@ for grid in 1x2x2 2x1x2; do
     || fail "the $grid validation table differs: $(scores "$work/$grid.log") vs $(scores "$work/one.log")"
   ls "$work/$grid/maps/"*.png > /dev/null || fail "no maps from the $grid run"
   [[ $(grep -c "gradsphere train:" "$work/$grid.log") == 1 ]] || fail "more than one rank printed the banner"
+  [[ "$(grep -o 'with [0-9]* parameters' "$work/$grid.log")" == "$(grep -o 'with [0-9]* parameters' "$work/one.log")" ]] \
+    || fail "the $grid run counts other parameters than one process: $(grep parameters "$work/$grid.log")"
 done
 echo "ok: 1x2x2 and 2x1x2 end where one process does (weights within 1e-5, the same validation table)"
 
@@ -70,6 +72,19 @@ fi
 grep -q "training.batch_size 2 does not split evenly over 4 data-parallel replicas" "$work/bad2.log" \
   || fail "message: $(cat "$work/bad2.log")"
 echo "ok: grids that do not fit are refused"
+# A diverging run (the loss turns non-finite: on one rank first or on all) stops every rank at the same
+# step without applying it, as one process does, and writes no checkpoint of that state.
+sed -e 's/lr: 3.0e-3/lr: 1.0e+30/' -e 's/warmup_steps: 4/warmup_steps: 0/' "$work/tiny.yaml" > "$work/nan.yaml"
+"$gs" train "$work/nan.yaml" --out "$work/div1" > "$work/div1.log" 2>&1 && fail "a diverging run succeeded"
+if timeout 120 "$mpiexec" -n 4 "$gs" train "$work/nan.yaml" --out "$work/div4" --grid 1x2x2 > "$work/div4.log" 2>&1; then
+  fail "a diverging run on 1x2x2 succeeded"
+fi
+[[ "$(grep -o 'training stopped: step [0-9]*' "$work/div4.log")" == "$(grep -o 'training stopped: step [0-9]*' "$work/div1.log")" ]] \
+  || fail "1x2x2 stopped elsewhere than one process: $(cat "$work/div4.log") vs $(cat "$work/div1.log")"
+[[ ! -e "$work/div4/checkpoint.safetensors" ]] || fail "a checkpoint was written after the loss diverged on 1x2x2"
+[[ $(grep -c "error: training stopped" "$work/div4.log") == 1 ]] || fail "expected one report of the stop: $(cat "$work/div4.log")"
+! grep -q "MPI_Abort" "$work/div4.log" || fail "an agreed stop aborted the job: $(cat "$work/div4.log")"
+echo "ok: divergence stops 1x2x2 at the step one process stops at ($(grep -o 'training stopped: step [0-9]*' "$work/div4.log"))"
 
 # 4. Signals. A long run (every 1000th step checkpointed), interrupted once it is under way.
 sed -e 's/steps: 40/steps: 3000/' -e 's/checkpoint_every: 10/checkpoint_every: 1000/' -e 's/^  every: 20/  every: 0/' \
