@@ -2,8 +2,10 @@
 #include "models/checkpoint.h"
 
 #include <charconv>
+#include <cmath>
 
 #include "engine/error.h"
+#include "engine/factory.h"
 
 namespace gs::models {
 
@@ -14,7 +16,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kFormatKey = "gradsphere.format";
-constexpr const char* kFormatValue = "checkpoint-1";
+// checkpoint-2: the metadata (configuration, normaliser) is under a checksum too.
+constexpr const char* kFormatValue = "checkpoint-2";
 constexpr const char* kStepKey = "gradsphere.step";
 constexpr const char* kConfigKey = "gradsphere.config";
 constexpr const char* kSeedKey = "gradsphere.rng.seed";
@@ -35,9 +38,34 @@ Int parse_int(const fs::path& path, const std::string& key, const std::string& t
   return v;
 }
 
+// The first non-finite value of t, as "[i] is nan".
+std::optional<std::string> non_finite_in(const Tensor& t) {
+  if (!is_floating(t.dtype()) && !is_complex(t.dtype())) return std::nullopt;
+  const Tensor c = contiguous_copy(t.device().is_cpu() ? t : to_device_copy(t, Device::cpu()));
+  const int64_t n = c.numel() * (is_complex(c.dtype()) ? 2 : 1);
+  auto scan = [&](const auto* p) -> std::optional<std::string> {
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(p[i]))
+        return fmt::format("[{}] is {}", is_complex(c.dtype()) ? i / 2 : i, static_cast<double>(p[i]));
+    return std::nullopt;
+  };
+  if (c.dtype() == DType::f32 || c.dtype() == DType::c64) return scan(static_cast<const float*>(c.raw_data()));
+  return scan(static_cast<const double*>(c.raw_data()));
+}
+
 }  // namespace
 
+std::optional<std::string> first_non_finite(const Checkpoint& ckpt) {
+  for (const auto& [prefix, dict] : {std::pair{&kModelPrefix, &ckpt.model}, std::pair{&kOptimPrefix, &ckpt.optimizer}})
+    for (const auto& [name, t] : *dict)
+      if (auto where = non_finite_in(t)) return *prefix + name + *where;
+  return std::nullopt;
+}
+
 void save_checkpoint(const fs::path& path, const Checkpoint& ckpt) {
+  if (auto bad = first_non_finite(ckpt))
+    fail("save_checkpoint('{}'): {}; a checkpoint with a non-finite weight or optimizer state is never written",
+         path.string(), *bad);
   StateDict tensors;
   for (const auto& [name, t] : ckpt.model) tensors[kModelPrefix + name] = t;
   for (const auto& [name, t] : ckpt.optimizer) tensors[kOptimPrefix + name] = t;
@@ -67,8 +95,17 @@ Checkpoint load_checkpoint(const fs::path& path) {
              key);
     return it->second;
   };
-  GS_CHECK(required(kFormatKey) == kFormatValue, "checkpoint '{}': metadata '{}' is '{}', expected '{}'", path.string(),
-           kFormatKey, required(kFormatKey), kFormatValue);
+  GS_CHECK(required(kFormatKey) == kFormatValue,
+           "checkpoint '{}': metadata '{}' is '{}', expected '{}'{}", path.string(), kFormatKey, required(kFormatKey),
+           kFormatValue,
+           required(kFormatKey) == "checkpoint-1"
+               ? " (checkpoint-1 files, from earlier gradsphere versions, carry no checksum of their configuration "
+                 "and normaliser, so they cannot be trusted: train again)"
+               : "");
+  GS_CHECK(file.metadata_checked,
+           "checkpoint '{}': its metadata has no checksum; a checkpoint's configuration and normaliser change results, "
+           "so a gradsphere checkpoint always carries one (the file was rewritten by another tool?)",
+           path.string());
   Checkpoint ckpt;
   ckpt.step = parse_int<int64_t>(path, kStepKey, required(kStepKey));
   ckpt.config = required(kConfigKey);
@@ -95,6 +132,9 @@ Checkpoint load_checkpoint(const fs::path& path) {
     else
       fail("checkpoint '{}': tensor '{}' has neither the 'model.' nor the 'optim.' prefix", path.string(), name);
   }
+  if (auto bad = first_non_finite(ckpt))
+    fail("checkpoint '{}': {}; a checkpoint with a non-finite weight or optimizer state is not a usable one",
+         path.string(), *bad);
   return ckpt;
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "models/atomic_file.h"
@@ -35,9 +36,15 @@ struct Checkpoint {
   Metadata metadata;
 };
 
+// "model.x[12] is nan" for the first non-finite value of the checkpoint's weights or optimizer
+// state, or nothing when every value is finite.
+std::optional<std::string> first_non_finite(const Checkpoint& ckpt);
+
+// Refuses a checkpoint with a non-finite weight or optimizer state: it is never a good one.
 void save_checkpoint(const std::filesystem::path& path, const Checkpoint& ckpt);
 // Throws gs::Error when the file is not a valid safetensors file or not a gradsphere checkpoint
-// (missing or malformed gradsphere.* keys, tensors outside the model./optim. prefixes).
+// (missing or malformed gradsphere.* keys, a metadata checksum missing or failing, tensors outside
+// the model./optim. prefixes, a non-finite weight or optimizer state).
 Checkpoint load_checkpoint(const std::filesystem::path& path);
 
 }  // namespace gs::models

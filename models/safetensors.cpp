@@ -17,6 +17,8 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "models/atomic_file.h"
@@ -35,6 +37,10 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 constexpr const char* kChecksumKey = "gradsphere.checksum";
 constexpr const char* kComplex128Key = "gradsphere.complex128";
+constexpr const char* kMetadataChecksumKey = "gradsphere.metadata_checksum";
+// A header of more tensors than this is taken as corruption too (each costs a few hundred bytes of
+// bookkeeping; a 100 MB header of tiny entries would otherwise cost minutes and gigabytes).
+constexpr size_t kMaxTensors = 1'000'000;
 
 // ---- CRC-32, slicing by 8: table k advances a byte that sits k positions ahead in the word.
 struct Crc32Tables {
@@ -101,6 +107,19 @@ std::string stored_type_list() {
 
 std::string crc_text(uint32_t crc) { return fmt::format("crc32:{:08x}", crc); }
 
+// The CRC-32 of the caller's metadata: every key and value in key order, each ended by a NUL byte
+// (NUL cannot occur inside JSON-decoded UTF-8 text without escaping, so the framing is unambiguous).
+std::string metadata_crc(const Metadata& metadata) {
+  uint32_t crc = 0;
+  for (const auto& [key, value] : metadata) {
+    crc = crc32(key.data(), key.size(), crc);
+    crc = crc32("", 1, crc);
+    crc = crc32(value.data(), value.size(), crc);
+    crc = crc32("", 1, crc);
+  }
+  return crc_text(crc);
+}
+
 // One tensor as written: its contiguous CPU values and where they go.
 struct OutEntry {
   std::string name;
@@ -118,7 +137,7 @@ const unsigned char* bytes_of(const Tensor& t) { return static_cast<const unsign
 void save_safetensors(const fs::path& path, const StateDict& tensors, const Metadata& metadata) {
   // Everything is checked and prepared before the temporary file exists: bad input never touches disk.
   for (const auto& [key, value] : metadata)
-    GS_CHECK(key != kChecksumKey && key != kComplex128Key,
+    GS_CHECK(key != kChecksumKey && key != kComplex128Key && key != kMetadataChecksumKey,
              "save_safetensors('{}'): metadata key '{}' is reserved for the file format (it is written "
              "automatically); choose another key",
              path.string(), key);
@@ -164,6 +183,7 @@ void save_safetensors(const fs::path& path, const StateDict& tensors, const Meta
     json meta = json::object();
     for (const auto& [key, value] : metadata) meta[key] = value;
     meta[kChecksumKey] = checksums.dump();
+    meta[kMetadataChecksumKey] = metadata_crc(metadata);
     if (!complex128_names.empty()) meta[kComplex128Key] = json(complex128_names).dump();
     header["__metadata__"] = meta;
     text = header.dump();
@@ -192,6 +212,41 @@ struct InEntry {
   uint64_t begin = 0, end = 0;
 };
 
+// A SAX handler that records the first key repeated within one object and the number of entries
+// of the top-level object; it builds nothing.
+struct KeyScanner {
+  std::vector<std::unordered_set<std::string>> keys;  // one set per open object
+  std::string duplicate;
+  size_t top_level_entries = 0;
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(json::number_integer_t) { return true; }
+  bool number_unsigned(json::number_unsigned_t) { return true; }
+  bool number_float(json::number_float_t, const std::string&) { return true; }
+  bool string(std::string&) { return true; }
+  bool binary(json::binary_t&) { return true; }
+  bool start_object(size_t) {
+    keys.emplace_back();
+    return true;
+  }
+  bool key(std::string& k) {
+    if (keys.size() == 1) ++top_level_entries;
+    if (!keys.back().insert(k).second && duplicate.empty()) duplicate = k;
+    return true;
+  }
+  bool end_object() {
+    keys.pop_back();
+    return true;
+  }
+  bool start_array(size_t) { return true; }
+  bool end_array() { return true; }
+  std::string error;  // the parser's message when the text is not JSON
+  bool parse_error(size_t, const std::string&, const nlohmann::detail::exception& ex) {
+    error = ex.what();
+    return false;
+  }
+};
+
 class SafetensorsReader {
  public:
   explicit SafetensorsReader(const fs::path& path) : path_(path) {}
@@ -204,6 +259,7 @@ class SafetensorsReader {
     apply_format_metadata();
     read_data(out.tensors);
     out.metadata = std::move(metadata_);
+    out.metadata_checked = metadata_checked_;
     return out;
   }
 
@@ -244,27 +300,24 @@ class SafetensorsReader {
   }
 
   void parse_json(const std::string& text) {
-    // nlohmann keeps the last of duplicate keys silently; a key stack in the callback sees them all.
-    std::vector<std::set<std::string>> keys;
-    std::string duplicate;
-    auto cb = [&](int, json::parse_event_t ev, json& parsed) {
-      if (ev == json::parse_event_t::object_start)
-        keys.emplace_back();
-      else if (ev == json::parse_event_t::object_end)
-        keys.pop_back();
-      else if (ev == json::parse_event_t::key && !keys.empty() &&
-               !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty())
-        duplicate = parsed.get<std::string>();
-      return true;
-    };
+    // nlohmann keeps the last of duplicate keys silently, and its callback parser rescans a parent
+    // object at the end of every child (quadratic in the tensor count), so a first SAX pass only
+    // finds duplicate keys and counts entries, and a plain parse builds the tree. Both are linear.
+    KeyScanner scan;
     json header;
     try {
-      header = json::parse(text, cb);
+      if (!json::sax_parse(text, &scan)) bad("the {}-byte header is not valid JSON: {}", text.size(), scan.error);
+      if (scan.top_level_entries > kMaxTensors + 1)
+        bad("the header lists {} entries; expected at most {} tensors (corrupt file?)", scan.top_level_entries,
+            kMaxTensors);
+      header = json::parse(text);
     } catch (const json::exception& ex) {
       bad("the {}-byte header is not valid JSON: {}", text.size(), ex.what());
     }
+    const std::string& duplicate = scan.duplicate;
     if (!duplicate.empty()) bad("the header has the key '{}' more than once; expected unique names", duplicate);
     if (!header.is_object()) bad("expected the header to be a JSON object, found a JSON {}", header.type_name());
+    entries_.reserve(header.size());
     for (auto& [key, value] : header.items()) {
       if (key == "__metadata__")
         parse_metadata(value);
@@ -336,6 +389,8 @@ class SafetensorsReader {
     std::sort(entries_.begin(), entries_.end(), [](const InEntry& a, const InEntry& b) {
       return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
     });
+    index_.reserve(entries_.size());
+    for (size_t i = 0; i < entries_.size(); ++i) index_.emplace(entries_[i].name, i);
     uint64_t data_size = size_ - 8 - header_bytes_;
     uint64_t pos = 0;
     const InEntry* prev = nullptr;
@@ -358,9 +413,8 @@ class SafetensorsReader {
   }
 
   const InEntry* find(const std::string& name) const {
-    for (const auto& e : entries_)
-      if (e.name == name) return &e;
-    return nullptr;
+    auto it = index_.find(name);
+    return it == index_.end() ? nullptr : &entries_[it->second];
   }
 
   // Takes our own keys out of the metadata and checks them against the tensors.
@@ -396,6 +450,16 @@ class SafetensorsReader {
         if (!checksums_.count(e.name)) bad("metadata '{}' has no checksum for tensor '{}'", kChecksumKey, e.name);
       metadata_.erase(it);
     }
+    if (auto it = metadata_.find(kMetadataChecksumKey); it != metadata_.end()) {
+      const std::string stored = it->second;
+      metadata_.erase(it);
+      const std::string actual = metadata_crc(metadata_);
+      if (actual != stored)
+        bad("the metadata fails its checksum: stored {}, computed {} (it was edited or is corrupt; the metadata "
+            "holds values that change results, such as a checkpoint's configuration and normaliser)",
+            stored, actual);
+      metadata_checked_ = true;
+    }
   }
 
   void read_data(StateDict& out) {
@@ -429,9 +493,11 @@ class SafetensorsReader {
   uint64_t size_ = 0;
   uint64_t header_bytes_ = 0;
   std::vector<InEntry> entries_;
+  std::unordered_map<std::string, size_t> index_;  // name -> entries_ position, after check_layout's sort
   Metadata metadata_;
   std::set<std::string> complex128_;
   std::map<std::string, std::string> checksums_;
+  bool metadata_checked_ = false;
 };
 
 }  // namespace

@@ -8,10 +8,12 @@
 //   its name is listed in the metadata key "gradsphere.complex128" (a JSON array of names).
 // - Integrity: "gradsphere.checksum" holds a JSON object {name: "crc32:xxxxxxxx"} with the CRC-32
 //   (zlib's polynomial, so Python's zlib.crc32 agrees) of each tensor's data bytes. A flipped data
-//   bit keeps the file structurally valid; only the checksum can catch it. It covers data, not the
-//   header: metadata edited by other tools must stay loadable. Files without the key (written by
-//   other tools) load unchecked.
-// - Those two keys are the reader's and writer's business: load_safetensors() removes them from the
+//   bit keeps the file structurally valid; only the checksum can catch it. "gradsphere.metadata_checksum"
+//   covers the caller's metadata (every key and value): a checkpoint's metadata holds its
+//   configuration and normaliser, which change results as much as the weights do, so an edited value
+//   is an error too. Files without the keys (written by other tools) load unchecked, and say so
+//   (SafetensorsContents::metadata_checked).
+// - Those keys are the reader's and writer's business: load_safetensors() removes them from the
 //   metadata it returns and save_safetensors() refuses them from the caller.
 // - Writes are atomic (AtomicFile, models/atomic_file.h): a crash or an error never leaves a half-written file in
 //   place of a good one.
@@ -35,12 +37,13 @@ void save_safetensors(const std::filesystem::path& path, const StateDict& tensor
 struct SafetensorsContents {
   StateDict tensors;  // contiguous CPU tensors
   Metadata metadata;
+  bool metadata_checked = false;  // the file carried a metadata checksum and it matched
 };
 
 // Reads and validates a whole safetensors file: any structural defect (short file, bad header length,
 // invalid JSON, missing or malformed fields, unknown dtype, sizes that disagree with offsets,
 // overlapping, out-of-range or gapped data, trailing bytes, duplicate names, bool bytes other than
-// 0/1) or a checksum mismatch throws gs::Error naming the file, what was expected and what was found.
+// 0/1, more than a million tensors) or a checksum mismatch throws gs::Error naming the file, what was expected and what was found.
 SafetensorsContents load_safetensors(const std::filesystem::path& path);
 
 // CRC-32 (IEEE 802.3 / zlib polynomial), continuing from `crc` (0 to start).

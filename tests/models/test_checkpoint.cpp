@@ -388,7 +388,7 @@ TEST_CASE("checkpoint: reserved keys, foreign files and malformed fields are err
   save_safetensors(p, {{"model.w", ones({2})}});
   CHECK(contains(error_of([&] { load_checkpoint(p); }), "missing metadata 'gradsphere.format'"));
 
-  Metadata meta{{"gradsphere.format", "checkpoint-1"},
+  Metadata meta{{"gradsphere.format", "checkpoint-2"},
                 {"gradsphere.step", "12x"},
                 {"gradsphere.config", ""},
                 {"gradsphere.rng.seed", "1"}};
@@ -402,4 +402,67 @@ TEST_CASE("checkpoint: reserved keys, foreign files and malformed fields are err
   meta["gradsphere.mystery"] = "1";
   save_safetensors(p, {{"model.w", ones({2})}}, meta);
   CHECK(contains(error_of([&] { load_checkpoint(p); }), "unknown metadata key 'gradsphere.mystery'"));
+
+  meta.erase("gradsphere.mystery");
+  meta["gradsphere.format"] = "checkpoint-1";
+  save_safetensors(p, {{"model.w", ones({2})}}, meta);
+  CHECK(contains(error_of([&] { load_checkpoint(p); }), "checkpoint-1 files, from earlier gradsphere versions"));
+}
+
+TEST_CASE("checkpoint: the metadata is under a checksum: one changed digit of the normaliser is an error") {
+  TempDir dir("checkpoint");
+  const fs::path p = dir / "c.safetensors";
+  Checkpoint ck;
+  ck.model = {{"w", ones({3})}};
+  ck.step = 7;
+  ck.config = "seed: 1\n";
+  ck.metadata = {{"normalizer", "mean=1.25;std=2.5"}};
+  save_checkpoint(p, ck);
+  CHECK(load_checkpoint(p).metadata.at("normalizer") == "mean=1.25;std=2.5");
+  // Edit one digit in place (same length, so the header stays valid JSON of the same size).
+  std::string bytes = read_bytes(p);
+  const auto at = bytes.find("mean=1.25");
+  REQUIRE(at != std::string::npos);
+  bytes[at + 5] = '7';
+  write_bytes(p, bytes);
+  const std::string e = error_of([&] { load_checkpoint(p); });
+  CHECK(contains(e, "the metadata fails its checksum"));
+  CHECK(contains(e, p.string()));
+  // A checkpoint whose metadata checksum was stripped (rewritten by a tool that keeps the rest).
+  SafetensorsContents plain;
+  bytes[at + 5] = '1';
+  write_bytes(p, bytes);
+  plain = load_safetensors(p);
+  CHECK(plain.metadata_checked);
+  save_safetensors(dir / "copy.safetensors", plain.tensors, {});
+  CHECK_FALSE(load_safetensors(dir / "copy.safetensors").metadata.count("gradsphere.metadata_checksum"));
+}
+
+TEST_CASE("checkpoint: a non-finite weight or optimizer state is never written and never loaded") {
+  TempDir dir("checkpoint");
+  const fs::path p = dir / "c.safetensors";
+  Checkpoint ck;
+  ck.config = "seed: 1\n";
+  ck.model = {{"w", from_vector(std::vector<float>{1.0f, std::numeric_limits<float>::infinity()})}};
+  CHECK(contains(error_of([&] { save_checkpoint(p, ck); }), "model.w[1] is inf; a checkpoint with a non-finite"));
+  CHECK_FALSE(fs::exists(p));
+  ck.model = {{"w", ones({2})}};
+  ck.optimizer = {{"exp_avg_sq.w", from_vector(std::vector<double>{0.5, std::nan("")})}};
+  CHECK(first_non_finite(ck) == "optim.exp_avg_sq.w[1] is nan");
+  // A crafted file with a NaN weight (valid checksums) is refused on load.
+  Metadata meta{{"gradsphere.format", "checkpoint-2"}, {"gradsphere.step", "1"}, {"gradsphere.config", ""},
+                {"gradsphere.rng.seed", "1"}};
+  save_safetensors(p, {{"model.w", from_vector(std::vector<float>{std::nanf(""), 1.0f})}}, meta);
+  CHECK(contains(error_of([&] { load_checkpoint(p); }), "model.w[0] is nan; a checkpoint with a non-finite"));
+}
+
+TEST_CASE("safetensors: a header of 100k tensors loads (name lookups are hashed, so the load is linear)") {
+  TempDir dir("checkpoint");
+  const fs::path p = dir / "many.safetensors";
+  StateDict many;
+  for (int i = 0; i < 100'000; ++i) many[fmt::format("t{}", i)] = full({1}, static_cast<double>(i), DType::f32);
+  save_safetensors(p, many);
+  const auto back = load_safetensors(p);
+  REQUIRE(back.tensors.size() == 100'000);
+  CHECK(back.tensors.at("t99999").item<float>() == 99999.0f);
 }
