@@ -4,6 +4,7 @@
 // (seed, step), so a run that is interrupted and resumed ends with bitwise the weights of an
 // uninterrupted one. Under a launcher every rank runs this loop in lock-step on its part of the
 // grid; world rank 0 alone prints and writes files, and every rank waits for each checkpoint.
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -23,6 +24,7 @@
 #include "tools/metrics_csv.h"
 #include "tools/progress.h"
 #include "tools/run_outputs.h"
+#include "tools/run_directory.h"
 #include "tools/train_run.h"
 
 namespace gs::tools {
@@ -33,14 +35,34 @@ namespace fs = std::filesystem;
 struct TrainArgs {
   std::string config;
   std::string out;
+  bool out_given = false;  // --out was passed (so an empty value is an error, not the default)
   std::string grid;  // "DxHxW"; empty: the configuration's distributed.grid, else data parallel over the world
   bool resume = false;
   bool overwrite = false;
   int64_t stop_after = 0;
 };
 
-std::atomic<bool> g_stop_requested{false};
-extern "C" void request_stop(int) { g_stop_requested = true; }
+std::atomic<int> g_stop_signal{0};  // the signal that asked the run to stop, 0 for none
+extern "C" void request_stop(int signal) { g_stop_signal = signal; }
+
+// SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) stop the run at the next step with
+// a checkpoint while this lives; the previous handlers come back after it.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    for (size_t i = 0; i < kSignals.size(); ++i) old_[i] = std::signal(kSignals[i], request_stop);
+  }
+  ~StopSignals() {
+    for (size_t i = 0; i < kSignals.size(); ++i) std::signal(kSignals[i], old_[i]);
+  }
+  static bool requested() { return g_stop_signal != 0; }
+  static int exit_code() { return 128 + g_stop_signal; }  // as a shell reports a signal: 130 for SIGINT
+
+ private:
+  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
+  std::array<void (*)(int), 3> old_{};
+};
 
 // Where the other ranks' progress goes: nowhere.
 std::FILE* silent_stream() {
@@ -72,26 +94,35 @@ const std::vector<std::string> kValidationColumns = {"step", "lead_hours", "vari
                                                      "val_loss"};
 
 int run_train(const TrainArgs& args) {
+  GS_CHECK(!args.out_given || !args.out.empty(), "train --out: expected a run directory, got an empty string");
   TrainConfig cfg = load_train_config(args.config);
-  if (!args.out.empty()) cfg.output.dir = args.out;
+  if (args.out_given) cfg.output.dir = args.out;
   const dist::ProcessGrid grid = make_process_grid(args.grid, cfg, "train");
   const bool root = grid.is_root();
   const RunPaths paths(cfg.output.dir);
   GS_CHECK(!(args.resume && args.overwrite), "train: --resume and --overwrite exclude each other");
-  if (args.overwrite && root) {
-    // Only the files a run writes; anything else the user put in the directory stays.
-    for (const fs::path& p : {paths.checkpoint, paths.metrics, paths.validation, paths.loss_curve, paths.skill_plot})
-      fs::remove(p);
-    fs::remove_all(paths.maps);
+  // Rank 0 owns the directory: it locks it, checks it and prepares it while the others wait (an
+  // error there ends every rank with its message).
+  std::optional<RunDirectoryLock> lock;
+  if (root) {
+    lock.emplace(paths.root);
+    if (int n = lock->remove_stale_temporaries())
+      fmt::print(stderr, "removed {} temporary file(s) left in {} by an interrupted run\n", n, paths.root.string());
+    if (args.overwrite) {
+      // Only the files a run writes; anything else the user put in the directory stays.
+      for (const fs::path& p : {paths.checkpoint, paths.metrics, paths.validation, paths.loss_curve, paths.skill_plot})
+        fs::remove(p);
+      fs::remove_all(paths.maps);
+    }
+    GS_CHECK(args.resume || !fs::exists(paths.checkpoint),
+             "train: {} already holds a checkpoint; pass --resume to continue that run, --overwrite to start it "
+             "afresh, or choose another --out",
+             cfg.output.dir);
+    GS_CHECK(!args.resume || fs::exists(paths.checkpoint), "train --resume: no checkpoint at {}",
+             paths.checkpoint.string());
+    paths.create();
   }
-  GS_CHECK(args.resume || !fs::exists(paths.checkpoint),
-           "train: {} already holds a checkpoint; pass --resume to continue that run, --overwrite to start it "
-           "afresh, or choose another --out",
-           cfg.output.dir);
-  GS_CHECK(!args.resume || fs::exists(paths.checkpoint), "train --resume: no checkpoint at {}",
-           paths.checkpoint.string());
-  if (root) paths.create();
-  grid.comm(dist::Group::world)->barrier();  // every rank has checked the directory before rank 0 writes in it
+  grid.comm(dist::Group::world)->barrier();  // the directory is ready before anyone reads or writes in it
 
   const auto t_setup = std::chrono::steady_clock::now();
   if (root)
@@ -103,24 +134,27 @@ int run_train(const TrainArgs& args) {
   if (root) fmt::print(stderr, "set-up took {:.1f} s\n", seconds_since(t_setup));
 
   if (args.resume) {
-    run.restore(models::load_checkpoint(paths.checkpoint));
-    if (root) fmt::print(stderr, "resumed from {} at step {}\n", paths.checkpoint.string(), run.step());
+    const std::vector<ConfigChange> changes = run.restore(models::load_checkpoint(paths.checkpoint));
+    if (root) {
+      fmt::print(stderr, "resumed from {} at step {}\n", paths.checkpoint.string(), run.step());
+      for (const auto& c : changes) fmt::print(stderr, "  changed on resume: {}: {} -> {}\n", c.key, c.before, c.after);
+    }
+    if (root && !changes.empty()) write_text_file(paths.config, cfg.text);  // the copy is what the run now uses
   } else if (root) {
-    std::ofstream(paths.config) << cfg.text;
+    write_text_file(paths.config, cfg.text);
   }
-  // Only rank 0 writes the metrics files: the others write to nowhere.
+  // Only rank 0 writes the metrics files: the others write to nowhere. A resumed run drops the rows
+  // written after its checkpoint: it writes them again.
   std::optional<MetricsCsv> metrics, val_csv;
   if (root) {
-    metrics.emplace(args.resume ? MetricsCsv::append(paths.metrics.string(), metrics_columns(cfg.training.rollout_steps))
-                                : MetricsCsv::create(paths.metrics.string(), metrics_columns(cfg.training.rollout_steps)));
-    val_csv.emplace(args.resume ? MetricsCsv::append(paths.validation.string(), kValidationColumns)
+    const auto columns = metrics_columns(cfg.training.rollout_steps);
+    metrics.emplace(args.resume ? MetricsCsv::append(paths.metrics.string(), columns, run.step())
+                                : MetricsCsv::create(paths.metrics.string(), columns));
+    val_csv.emplace(args.resume ? MetricsCsv::append(paths.validation.string(), kValidationColumns, run.step())
                                 : MetricsCsv::create(paths.validation.string(), kValidationColumns));
   }
 
-  g_stop_requested = false;
-  auto old_int = std::signal(SIGINT, request_stop);
-  auto old_term = std::signal(SIGTERM, request_stop);
-
+  StopSignals signals;
   const int64_t total = cfg.training.steps;
   ProgressOptions progress;
   if (!root) progress.out = silent_stream();  // one progress line per job, from rank 0
@@ -130,9 +164,25 @@ int run_train(const TrainArgs& args) {
   std::optional<ValidationScores> last_scores;
   const auto t_train = std::chrono::steady_clock::now();
   // Every rank gathers its shards; rank 0 writes (atomically); every rank waits for the file.
+  auto last_good = [&] {
+    return last_checkpoint >= 0
+               ? fmt::format("The last good checkpoint is {} (step {})", paths.checkpoint.string(), last_checkpoint)
+               : std::string("No checkpoint was written yet");
+  };
+  // Every rank gathers the same whole tensors, so every rank sees a non-finite one and they stop together.
   auto save = [&] {
     const models::Checkpoint c = run.checkpoint();
-    if (root) models::save_checkpoint(paths.checkpoint, c);
+    if (auto bad = models::first_non_finite(c)) {
+      bar.finish();
+      throw AgreedError(fmt::format(
+          "training stopped: step {}: {} after the step (the loss was still finite); no checkpoint of this state is "
+          "written. {}. Lower optimizer.lr or set training.clip_grad_norm, then resume.",
+          run.step(), *bad, last_good()));
+    }
+    if (root) {
+      lock->check_unchanged("the checkpoint");
+      models::save_checkpoint(paths.checkpoint, c);
+    }
     grid.comm(dist::Group::world)->barrier();
     last_checkpoint = run.step();
   };
@@ -141,18 +191,14 @@ int run_train(const TrainArgs& args) {
     const models::TrainResult r = run.train_step();
     if (!r.applied) {
       bar.finish();
-      std::signal(SIGINT, old_int);
-      std::signal(SIGTERM, old_term);
       // Every rank skipped this step together (the stepper agrees on it), so they end together.
       throw AgreedError(fmt::format(
           "training stopped: {}\nThe weights were not changed by that step. {}. Lower optimizer.lr or set "
           "training.clip_grad_norm, then resume.",
-          r.report,
-          last_checkpoint >= 0 ? fmt::format("The last good checkpoint is {} (step {})", paths.checkpoint.string(),
-                                             last_checkpoint)
-                               : std::string("No checkpoint was written yet")));
+          r.report, last_good()));
     }
     const int64_t step = run.step();
+    if (lock) lock->check_unchanged("this step's metrics");
     ++steps_here;
     bar.update(step, r.loss);
     if (step % cfg.training.log_every == 0 || step == total) {
@@ -170,12 +216,10 @@ int run_train(const TrainArgs& args) {
       last_scores = std::move(s);
     }
     // A signal may reach the ranks at different steps: they agree before anyone stops.
-    const bool stop = any_rank_stops(grid, g_stop_requested || (args.stop_after > 0 && steps_here >= args.stop_after));
+    const bool stop = any_rank_stops(grid, StopSignals::requested() || (args.stop_after > 0 && steps_here >= args.stop_after));
     if (step % cfg.training.checkpoint_every == 0 || step == total || stop) save();
     if (stop && step < total) {
       bar.finish();
-      std::signal(SIGINT, old_int);
-      std::signal(SIGTERM, old_term);
       if (root)
         fmt::print(stderr, "stopped at step {} of {}; checkpoint {}\nresume with: {}gradsphere train {} --out {} --resume{}\n",
                    step, total, paths.checkpoint.string(),
@@ -184,12 +228,10 @@ int run_train(const TrainArgs& args) {
                    grid.is_single_process() ? std::string()
                                             : fmt::format(" --grid {} (or any other grid: the checkpoint holds whole tensors)",
                                                           grid.spec().str()));
-      return g_stop_requested ? 130 : 0;
+      return StopSignals::requested() ? StopSignals::exit_code() : 0;
     }
   }
   bar.finish();
-  std::signal(SIGINT, old_int);
-  std::signal(SIGTERM, old_term);
 
   if (!last_scores) last_scores = run.validate();  // a resumed run that was already complete
   std::vector<fs::path> maps;
@@ -214,7 +256,7 @@ void add_train_command(CLI::App& app, CommandRegistry& commands) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* sub = app.add_subcommand("train", "Train a model from a YAML configuration");
   sub->add_option("config", args->config, "Configuration file (see tools/configs/swe_small.yaml)")->required();
-  sub->add_option("--out", args->out, "Run directory (default: output.dir of the configuration)");
+  CLI::Option* out = sub->add_option("--out", args->out, "Run directory (default: output.dir of the configuration)");
   sub->add_option("--grid", args->grid,
                   "Process grid DATAxHxW under mpiexec (default: distributed.grid of the configuration, else every "
                   "process a data-parallel replica)");
@@ -225,7 +267,10 @@ void add_train_command(CLI::App& app, CommandRegistry& commands) {
   sub->add_option("--stop-after", args->stop_after,
                   "Stop after this many steps of this invocation, with a checkpoint, as an interruption would")
       ->check(CLI::NonNegativeNumber);
-  commands.add(sub, [args] { return run_train(*args); });
+  commands.add(sub, [args, out] {
+    args->out_given = out->count() > 0;
+    return run_train(*args);
+  });
 }
 
 }  // namespace gs::tools

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "engine/error.h"
@@ -83,25 +84,105 @@ std::vector<Entry> entries(const YAML::Node& map) {
   return out;
 }
 
-// Rejects what yaml-cpp would accept silently: repeated keys (it keeps both) and keys that are not
-// plain names (lists or mappings used as keys).
-void check_structure(const YAML::Node& n, const std::string& path, const std::string& source) {
-  if (n.IsSequence()) {
-    for (size_t i = 0; i < n.size(); ++i) check_structure(n[i], fmt::format("{}[{}]", path, i), source);
-    return;
+// A config document, expanded through its aliases, has at most this many nodes: a kilobyte of
+// nested aliases ("billion laughs") would otherwise make every traversal run for minutes.
+constexpr int64_t kMaxConfigNodes = 100'000;
+
+// Rejects what yaml-cpp would accept silently: repeated keys (it keeps both), keys that are not
+// plain names (lists or mappings used as keys), explicit tags (`!!str 8` would make a string of a
+// number the reader refuses to take quoted), quoted strings that run past their line (an
+// unterminated quote swallows every key after it), and documents that expand past kMaxConfigNodes.
+struct StructureCheck {
+  const std::string& source;
+  const std::vector<std::string_view>& lines;  // the text's lines, for the quote check
+  int64_t nodes = 0;
+
+  void scalar(const YAML::Node& n, const std::string& path) {
+    const std::string& tag = n.Tag();
+    GS_CHECK(tag == "?" || tag == "!" || tag.empty(),
+             "{}: YAML tags such as '{}' are not accepted {}; write the value plainly (a string in quotes)",
+             path.empty() ? source : path, tag, where(source, n.Mark()));
+    if (tag != "!") return;  // a plain scalar
+    const YAML::Mark m = n.Mark();
+    if (m.line < 0 || static_cast<size_t>(m.line) >= lines.size()) return;
+    const std::string_view line = lines[static_cast<size_t>(m.line)];
+    const auto col = static_cast<size_t>(m.column);
+    if (col >= line.size() || (line[col] != '"' && line[col] != '\'')) return;  // block scalars: | and >
+    const char q = line[col];
+    for (size_t i = col + 1; i < line.size(); ++i) {
+      if (q == '"' && line[i] == '\\') {
+        ++i;
+      } else if (line[i] == q) {
+        if (q == '\'' && i + 1 < line.size() && line[i + 1] == '\'') {
+          ++i;  // '' inside single quotes
+          continue;
+        }
+        return;
+      }
+    }
+    gs::fail("{}: the quoted string that starts {} does not end on its line; is a closing {} missing? (a string "
+             "spanning lines would take in the keys after it)",
+             path.empty() ? source : path, where(source, m), q);
   }
-  if (!n.IsMap()) return;
-  std::map<std::string, YAML::Mark> seen;
-  for (const Entry& e : entries(n)) {
-    GS_CHECK(e.key.IsScalar(), "{}: keys must be plain names, got {} as a key {}", path.empty() ? source : path,
-             describe(e.key), where(source, e.key.Mark()));
-    const std::string& k = e.key.Scalar();
-    std::string child = path.empty() ? k : path + "." + k;
-    auto [it, fresh] = seen.emplace(k, e.key.Mark());
-    GS_CHECK(fresh, "{}: duplicate key {} (first at {}); each key may appear once per section", child,
-             where(source, e.key.Mark()), line_col(it->second));
-    check_structure(e.value, child, source);
+
+  void visit(const YAML::Node& n, const std::string& path) {
+    GS_CHECK(++nodes <= kMaxConfigNodes,
+             "{}: the document expands to more than {} values through its aliases (*name); a config file is far "
+             "smaller",
+             source, kMaxConfigNodes);
+    if (n.IsScalar()) return scalar(n, path);
+    if (n.IsSequence()) {
+      for (size_t i = 0; i < n.size(); ++i) visit(n[i], fmt::format("{}[{}]", path, i));
+      return;
+    }
+    if (!n.IsMap()) return;
+    std::map<std::string, YAML::Mark> seen;
+    for (const Entry& e : entries(n)) {
+      GS_CHECK(e.key.IsScalar(), "{}: keys must be plain names, got {} as a key {}", path.empty() ? source : path,
+               describe(e.key), where(source, e.key.Mark()));
+      const std::string& k = e.key.Scalar();
+      std::string child = path.empty() ? k : path + "." + k;
+      scalar(e.key, child);
+      auto [it, fresh] = seen.emplace(k, e.key.Mark());
+      GS_CHECK(fresh, "{}: duplicate key {} (first at {}); each key may appear once per section", child,
+               where(source, e.key.Mark()), line_col(it->second));
+      visit(e.value, child);
+    }
   }
+};
+
+struct TextPosition {
+  size_t line, column, offset;  // line and column from 1
+};
+
+// The first byte that is not part of valid UTF-8 (overlong forms, surrogates and code points past
+// U+10FFFF included); nothing when the text is valid.
+std::optional<TextPosition> first_invalid_utf8(std::string_view s) {
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+    for (size_t k = 1; ok && k < len; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      ok = (d >> 6) == 0x2;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    if (ok && len > 1) {
+      static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+      ok = cp >= kMin[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    }
+    if (!ok) return TextPosition{line, col, i};
+    if (c == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+    i += len;
+  }
+  return std::nullopt;
 }
 
 // ---- scalar parsing. Only plain scalars can be numbers or bools (YAML 1.2 core schema, decimal only).
@@ -213,6 +294,11 @@ ConfigNode::ConfigNode(std::shared_ptr<ConfigDocument> doc, std::string path, YA
 }
 
 ConfigNode ConfigNode::from_yaml(const std::string& text, const std::string& source) {
+  // The text is stored verbatim in checkpoints (whose JSON header must be UTF-8): checked now, not
+  // at the first checkpoint.
+  if (auto at = first_invalid_utf8(text))
+    gs::fail("{}: line {}, column {}: byte 0x{:02x} is not valid UTF-8; a config file must be UTF-8 text", source,
+             at->line, at->column, static_cast<unsigned char>(text[at->offset]));
   std::vector<YAML::Node> docs;
   try {
     docs = YAML::LoadAll(text);
@@ -226,7 +312,14 @@ ConfigNode ConfigNode::from_yaml(const std::string& text, const std::string& sou
   YAML::Node root = empty ? YAML::Node(YAML::NodeType::Map) : YAML::Node(docs[0]);
   GS_CHECK(root.IsMap(), "{}: expected key: value lines at the top level, got {} {}", source, describe(root),
            where(source, root.Mark()));
-  check_structure(root, "", source);
+  std::vector<std::string_view> lines;
+  for (size_t b = 0; b <= text.size();) {
+    size_t e = text.find('\n', b);
+    if (e == std::string::npos) e = text.size();
+    lines.emplace_back(text.data() + b, e - b);
+    b = e + 1;
+  }
+  StructureCheck{source, lines}.visit(root, "");
   auto doc = std::make_shared<ConfigDocument>();
   doc->source = source;
   doc->text = text;

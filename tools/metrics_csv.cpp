@@ -9,6 +9,7 @@
 #include <set>
 
 #include "engine/error.h"
+#include "models/atomic_file.h"
 
 namespace gs::tools {
 
@@ -96,28 +97,53 @@ MetricsCsv MetricsCsv::create(const std::string& path, const std::vector<std::st
   return csv;
 }
 
-MetricsCsv MetricsCsv::append(const std::string& path, const std::vector<std::string>& columns) {
+MetricsCsv MetricsCsv::append(const std::string& path, const std::vector<std::string>& columns,
+                              std::optional<int64_t> keep_through_step) {
   check_columns(path, columns);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec) || std::filesystem::file_size(path, ec) == 0) return create(path, columns);
   std::ifstream in(path, std::ios::binary);
   GS_CHECK(in.good(), "cannot open metrics file '{}': {}", path, std::strerror(errno));
-  std::string first;
-  std::getline(in, first);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  GS_CHECK(!in.bad(), "cannot read metrics file '{}': {}", path, std::strerror(errno));
+  std::string first = text.substr(0, text.find('\n'));
   if (!first.empty() && first.back() == '\r') first.pop_back();
-  std::string expected = header_line(columns);
+  const std::string expected = header_line(columns);
   GS_CHECK(first == expected,
            "cannot append to metrics file '{}': its header is '{}' but this run writes '{}' (a different run or "
            "version; move the old file away or write to a new one)",
            path, first, expected);
-  // Whether the file ends in a newline: a crash in the middle of a row leaves it without one.
-  in.clear();
-  in.seekg(-1, std::ios::end);
-  char last = '\n';
-  in.get(last);
-  MetricsCsv csv(path, columns, open_or_fail(path, "ab"));
-  if (last != '\n') write_or_fail(csv.file_.get(), path, "\n");
-  return csv;
+  // The rows a resumed run keeps: complete ones (a crash mid-row leaves the last without its newline)
+  // of the steps up to the checkpoint. The steps after it run again, so their old rows go; the file
+  // is then what an uninterrupted run would have written so far.
+  std::string kept = expected + "\n";
+  size_t pos = text.find('\n');
+  bool dropped = false;
+  while (pos != std::string::npos && pos + 1 < text.size()) {
+    const size_t end = text.find('\n', pos + 1);
+    if (end == std::string::npos) {
+      dropped = true;  // the torn last row
+      break;
+    }
+    const std::string_view row(text.data() + pos + 1, end - pos - 1);
+    int64_t step = 0;
+    const auto comma = row.find(',');
+    const std::string_view first_field = row.substr(0, comma);
+    const auto [ptr, err] = std::from_chars(first_field.data(), first_field.data() + first_field.size(), step);
+    const bool keep = !keep_through_step ||
+                      (err == std::errc() && ptr == first_field.data() + first_field.size() && step <= *keep_through_step);
+    if (keep)
+      kept.append(row).push_back('\n');
+    else
+      dropped = true;
+    pos = end;
+  }
+  if (dropped || text.back() != '\n') {
+    models::AtomicFile rewrite(path);
+    rewrite.write(kept.data(), kept.size());
+    rewrite.commit();
+  }
+  return MetricsCsv(path, columns, open_or_fail(path, "ab"));
 }
 
 void MetricsCsv::write_row(const std::vector<CsvCell>& row) {

@@ -4,7 +4,9 @@
 #pragma once
 #include <concepts>
 #include <cstdio>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,8 +46,11 @@ class MetricsCsv {
   // Creates the file (replacing an old one) and writes the header.
   static MetricsCsv create(const std::string& path, const std::vector<std::string>& columns);
   // Resume: appends to the file, which must have exactly this header; creates it when missing or
-  // empty. A last row cut short by a crash is ended so the next row starts on its own line.
-  static MetricsCsv append(const std::string& path, const std::vector<std::string>& columns);
+  // empty. A last row cut short by a crash is dropped, and with keep_through_step so is every row
+  // whose step (the first column) is later: the rows written after the checkpoint a run resumes
+  // from, which it writes again (the file is rewritten atomically first).
+  static MetricsCsv append(const std::string& path, const std::vector<std::string>& columns,
+                           std::optional<int64_t> keep_through_step = std::nullopt);
 
   // One row, one cell per column, written and flushed.
   void write_row(const std::vector<CsvCell>& row);

@@ -120,10 +120,34 @@ models::Checkpoint TrainingRun::checkpoint() const {
   return c;
 }
 
-void TrainingRun::restore(const models::Checkpoint& c) {
-  GS_CHECK(c.config == cfg_.text,
-           "resume: the configuration differs from the one the checkpoint was written with; resume with the same "
-           "file (the checkpoint's copy is config.yaml in the run directory)");
+namespace {
+
+// The settings a resumed run can follow: they shape the rest of the run, not the state the
+// checkpoint holds (weights, optimizer moments, schedule position, data order).
+bool safe_to_change_on_resume(const std::string& key) {
+  auto under = [&](const char* section) { return key.rfind(std::string(section) + ".", 0) == 0; };
+  if (key == "schedule.type") return false;  // the schedule's saved state belongs to its type
+  return key == "optimizer.lr" || under("schedule") || key == "training.steps" || key == "training.log_every" ||
+         key == "training.checkpoint_every" || key == "training.clip_grad_norm" || key == "validation.every" ||
+         under("output") || under("distributed");
+}
+
+}  // namespace
+
+std::vector<ConfigChange> TrainingRun::restore(const models::Checkpoint& c) {
+  const std::vector<ConfigChange> changes = config_changes(c.config, cfg_.text);
+  std::vector<std::string> refused;
+  for (const auto& ch : changes)
+    if (!safe_to_change_on_resume(ch.key)) refused.push_back(fmt::format("{}: {} -> {}", ch.key, ch.before, ch.after));
+  GS_CHECK(refused.empty(),
+           "resume: the configuration changed where a resumed run cannot follow: {}. Those keys must keep the values "
+           "the checkpoint was trained with (its configuration is config.yaml in the run directory). A resume may "
+           "change optimizer.lr, the schedule's settings (not its type), training.steps, log_every, "
+           "checkpoint_every and clip_grad_norm, validation.every, output.* and distributed.*",
+           fmt::join(refused, "; "));
+  GS_CHECK(c.step <= cfg_.training.steps,
+           "resume: training.steps is {} but the checkpoint is at step {}; expected at least the checkpoint's step",
+           cfg_.training.steps, c.step);
   auto it = c.metadata.find(kMetaNormalizer);
   GS_CHECK(it != c.metadata.end(), "resume: the checkpoint has no '{}' metadata", kMetaNormalizer);
   GS_CHECK(it->second == normalizer_to_string(data_.normalizer),
@@ -133,6 +157,7 @@ void TrainingRun::restore(const models::Checkpoint& c) {
   stepper_->load_training_state(models::local_training_state(c.optimizer, *model_, grid_));
   GS_CHECK(stepper_->global_step() == c.step, "resume: the checkpoint's step {} disagrees with its stepper state ({})",
            c.step, stepper_->global_step());
+  return changes;
 }
 
 std::vector<std::filesystem::path> TrainingRun::write_validation_maps(const ValidationScores& s,

@@ -10,6 +10,7 @@
 
 #include "models/checkpoint.h"
 #include "models/stepper.h"
+#include "tools/config_changes.h"
 #include "tools/train_config.h"
 #include "tools/train_setup.h"
 #include "tools/validation.h"
@@ -42,9 +43,11 @@ class TrainingRun {
   // Rollout validation (model in eval mode, back to train mode after); feeds the plateau schedule.
   ValidationScores validate();
   models::Checkpoint checkpoint() const;
-  // Loads weights, optimizer, schedule and step; refuses a checkpoint of another configuration or
-  // of data with other normalisation statistics.
-  void restore(const models::Checkpoint& ckpt);
+  // Loads weights, optimizer, schedule and step. The configuration may differ from the checkpoint's
+  // only in the settings a resumed run can follow (learning rate, schedule settings, steps, output
+  // cadence; returned, for the caller to report); any other change, or data with other
+  // normalisation statistics, is refused with the keys named.
+  std::vector<ConfigChange> restore(const models::Checkpoint& ckpt);
   // Maps of the first validation sample at the first and last lead, physical units. Collective
   // (the tiles are gathered); world rank 0 writes them, the others return no paths.
   std::vector<std::filesystem::path> write_validation_maps(const ValidationScores& scores,

@@ -260,3 +260,36 @@ TEST_CASE("config: edit distance and closest match") {
   CHECK(closest_match("Adam", {"adam", "sgd"}) == "adam");
   CHECK(closest_match("zzz", {"adam", "sgd"}).empty());
 }
+
+TEST_CASE("config: hostile documents: an unterminated quote, tags, alias bombs and bytes that are not UTF-8") {
+  // An unterminated quote would take in every key after it.
+  std::string e = error_of([] { ConfigNode::from_string("name: \"sfno\nlr: 3\nsteps: 4\n", "c.yaml"); });
+  CHECK(contains(e, "name: the quoted string that starts"));
+  CHECK(contains(e, "line 1"));
+  CHECK(contains(e, "is a closing \" missing?"));
+  CHECK(contains(error_of([] { ConfigNode::from_string("a:\n  b: 'it''s\nc: 1\n", "c.yaml"); }),
+                 "a.b: the quoted string that starts"));
+  // Quotes that close on their line, escapes and doubled single quotes included, are fine.
+  auto ok = ConfigNode::from_string("a: \"x\\\"y\"\nb: 'it''s'\nc: [\"p\", 'q']\nd: |\n  two\n  lines\n", "c.yaml");
+  CHECK(ok.get_string("a") == "x\"y");
+  CHECK(ok.get_string("b") == "it's");
+  // A tag would turn a number into a string the reader refuses when quoted.
+  e = error_of([] { ConfigNode::from_string("embed_dim: !!str 8\n", "c.yaml"); });
+  CHECK(contains(e, "embed_dim: YAML tags such as 'tag:yaml.org,2002:str' are not accepted"));
+  // A kilobyte of nested aliases (10^8 values when expanded) is refused at once.
+  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'i'; ++c)
+    bomb += fmt::format("{0}: &{0} [*{1}, *{1}, *{1}, *{1}, *{1}, *{1}, *{1}, *{1}, *{1}, *{1}]\n", c,
+                        static_cast<char>(c - 1));
+  CHECK(bomb.size() < 1024);
+  CHECK(contains(error_of([&] { ConfigNode::from_string(bomb, "bomb.yaml"); }),
+                 "bomb.yaml: the document expands to more than 100000 values through its aliases"));
+  // A small alias is fine.
+  auto aliased = ConfigNode::from_string("base: &b [1, 2]\ncopy: *b\n", "c.yaml");
+  CHECK(aliased.get_int_list("copy").size() == 2);
+  // Bytes that are not UTF-8, named by line and column.
+  CHECK(error_of([] { ConfigNode::from_string("a: 1\nname: caf\xe9\n", "latin1.yaml"); }) ==
+        "latin1.yaml: line 2, column 10: byte 0xe9 is not valid UTF-8; a config file must be UTF-8 text");
+  CHECK(contains(error_of([] { ConfigNode::from_string("a: \xc0\xaf\n", "c.yaml"); }), "byte 0xc0 is not valid"));
+  CHECK(ConfigNode::from_string("name: \"caf\xc3\xa9\"\n", "c.yaml").get_string("name") == "caf\xc3\xa9");
+}

@@ -189,7 +189,7 @@ TEST_CASE("csv: appending on resume checks the header") {
   CHECK(error_of([&] { MetricsCsv::append(path, {"step", "loss", "lr"}); }) ==
         "cannot append to metrics file '" + path + "': its header is 'step,loss' but this run writes 'step,loss,lr' "
         "(a different run or version; move the old file away or write to a new one)");
-  // A row cut short by a crash: the next row still starts on its own line.
+  // A row cut short by a crash is dropped: the next row starts on its own line.
   {
     std::ofstream out(path, std::ios::app | std::ios::binary);
     out << "3,0.06";
@@ -198,6 +198,29 @@ TEST_CASE("csv: appending on resume checks the header") {
     auto csv = MetricsCsv::append(path, {"step", "loss"});
     csv.write_row({4, 0.03125});
   }
-  CHECK(read_file(path) == "step,loss\n1,0.25\n2,0.125\n3,0.06\n4,0.03125\n");
+  CHECK(read_file(path) == "step,loss\n1,0.25\n2,0.125\n4,0.03125\n");
+  fs::remove(path);
+}
+
+TEST_CASE("csv: resuming from a checkpoint drops the rows written after it, so they are not there twice") {
+  std::string path = temp_csv("resume");
+  {
+    auto csv = MetricsCsv::create(path, {"step", "lead", "rmse"});
+    for (int step : {2, 4, 4, 6, 8}) csv.write_row({step, 6.0, 0.5 * step});  // 4 twice: two leads
+  }
+  {
+    std::ofstream out(path, std::ios::app | std::ios::binary);
+    out << "10,6,";  // torn by the crash
+  }
+  {
+    auto csv = MetricsCsv::append(path, {"step", "lead", "rmse"}, /*keep_through_step=*/4);
+    csv.write_row({6, 6.0, 3.5});
+  }
+  CHECK(read_file(path) == "step,lead,rmse\n2,6,1\n4,6,2\n4,6,2\n6,6,3.5\n");
+  // Nothing after the checkpoint: the file is left as it is.
+  const auto before = fs::last_write_time(path);
+  { auto csv = MetricsCsv::append(path, {"step", "lead", "rmse"}, 6); }
+  CHECK(fs::last_write_time(path) == before);
+  CHECK(read_file(path) == "step,lead,rmse\n2,6,1\n4,6,2\n4,6,2\n6,6,3.5\n");
   fs::remove(path);
 }
