@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -128,6 +129,16 @@ class NcFile {
     std::vector<double> v(len);
     check(nc_get_att_double(id_, var, name, v.data()), fmt::format("reading attribute '{}'", name));
     return v[0];
+  }
+  // Every value of a numeric attribute (empty when absent).
+  std::vector<double> number_attrs(int var, const char* name) const {
+    nc_type type;
+    size_t len;
+    if (nc_inq_att(id_, var, name, &type, &len) != NC_NOERR || type == NC_CHAR || type == NC_STRING || len < 1)
+      return {};
+    std::vector<double> v(len);
+    check(nc_get_att_double(id_, var, name, v.data()), fmt::format("reading attribute '{}'", name));
+    return v;
   }
   // A whole 1-D coordinate variable as doubles.
   std::vector<double> read_1d(int var, size_t n) const {
@@ -317,6 +328,93 @@ double read_dt_hours(const NcFile& f, const std::string& time_name, size_t times
   return dt;
 }
 
+// How a variable's stored numbers become values (CF conventions, as xarray decodes them): values
+// equal to the fill value (the _FillValue attribute, else netCDF's default fill for the type unless
+// the variable was written with no fill: a value never written reads as that default) or to a
+// missing_value, or outside valid_min/valid_max/valid_range, are missing; _Unsigned = "true" makes a
+// signed integer type unsigned; then scale_factor and add_offset apply.
+struct Decoding {
+  std::optional<double> fill;
+  std::vector<double> missing;
+  double valid_min = -std::numeric_limits<double>::infinity(), valid_max = std::numeric_limits<double>::infinity();
+  int unsigned_bits = 0;  // 8, 16, 32 or 64 for an _Unsigned signed integer type
+  std::optional<double> scale, add;
+
+  static Decoding of(const NcFile& f, int var) {
+    const std::string name = f.var_name(var);
+    nc_type type;
+    f.check(nc_inq_vartype(f.id(), var, &type), "reading the type of '" + name + "'");
+    if (type == NC_CHAR || type == NC_STRING)
+      f.bad("variable '{}' holds text ({}); expected numbers", name, type == NC_CHAR ? "char" : "string");
+    Decoding d;
+    int no_fill = 0;
+    // The fill in the variable's own type, converted: exact for every numeric type but int64 beyond 2^53.
+    alignas(8) unsigned char raw[8] = {};
+    f.check(nc_inq_var_fill(f.id(), var, &no_fill, raw), "reading the fill value of '" + name + "'");
+    const bool has_attr = f.number_attr(var, "_FillValue").has_value();
+    // netCDF4-python and xarray do not mask the default fill of byte types (they are often flags).
+    const bool default_masked = type != NC_BYTE && type != NC_UBYTE;
+    if (has_attr || (!no_fill && default_masked)) d.fill = stored_as_double(type, raw);
+    if (auto text = f.text_attr(var, "_Unsigned")) {
+      const int bits = type == NC_BYTE ? 8 : type == NC_SHORT ? 16 : type == NC_INT ? 32 : type == NC_INT64 ? 64 : 0;
+      if (*text == "true") {
+        if (bits == 0) f.bad("variable '{}' has _Unsigned = \"true\" but is not of a signed integer type", name);
+        d.unsigned_bits = bits;
+      } else if (*text != "false") {
+        f.bad("variable '{}' has _Unsigned = \"{}\"; expected \"true\" or \"false\"", name, *text);
+      }
+    }
+    d.missing = f.number_attrs(var, "missing_value");
+    const std::vector<double> range = f.number_attrs(var, "valid_range");
+    if (!range.empty()) {
+      if (range.size() != 2) f.bad("variable '{}' has a valid_range of {} values; expected 2", name, range.size());
+      d.valid_min = range[0];
+      d.valid_max = range[1];
+    }
+    if (auto v = f.number_attr(var, "valid_min")) d.valid_min = *v;
+    if (auto v = f.number_attr(var, "valid_max")) d.valid_max = *v;
+    d.scale = f.number_attr(var, "scale_factor");
+    d.add = f.number_attr(var, "add_offset");
+    return d;
+  }
+
+  static double stored_as_double(nc_type type, const unsigned char* raw) {
+    auto get = [&]<typename T>() {
+      T v;
+      std::memcpy(&v, raw, sizeof v);
+      return static_cast<double>(v);
+    };
+    switch (type) {
+      case NC_BYTE: return get.template operator()<signed char>();
+      case NC_UBYTE: return get.template operator()<unsigned char>();
+      case NC_SHORT: return get.template operator()<int16_t>();
+      case NC_USHORT: return get.template operator()<uint16_t>();
+      case NC_INT: return get.template operator()<int32_t>();
+      case NC_UINT: return get.template operator()<uint32_t>();
+      case NC_INT64: return get.template operator()<int64_t>();
+      case NC_UINT64: return get.template operator()<uint64_t>();
+      case NC_FLOAT: return get.template operator()<float>();
+      default: return get.template operator()<double>();
+    }
+  }
+
+  // Whether a stored number is missing (it is compared before any conversion, as stored).
+  bool is_missing(double raw) const {
+    if (!std::isfinite(raw) || (fill && raw == *fill)) return true;
+    for (double m : missing)
+      if (raw == m) return true;
+    return false;
+  }
+  // The value of a stored number that is not missing; NaN when it is outside the valid range.
+  double value(double raw) const {
+    if (unsigned_bits > 0 && raw < 0) raw += std::ldexp(1.0, unsigned_bits);
+    if (raw < valid_min || raw > valid_max) return std::numeric_limits<double>::quiet_NaN();
+    if (scale) raw *= *scale;
+    if (add) raw += *add;
+    return raw;
+  }
+};
+
 // One file opened for reading: its layout checked once, then any window of states on any tile read
 // by hyperslabs (each request reads only the rows, columns and states it returns).
 class FileReader {
@@ -331,6 +429,7 @@ class FileReader {
   NcFile f_;
   FileLayout lay_{};
   std::vector<int> vars_;
+  std::vector<Decoding> decoding_;  // per variable
   bool flip_lat_ = false;
   int64_t shift_ = 0;  // grid column of file column 0
   DType dtype_ = DType::f32;
@@ -383,6 +482,7 @@ FileReader::FileReader(const fs::path& path, const NetcdfReadOptions& opt) : f_(
       [&](double x) { return lon_f32 ? double(float(x)) : x; });
   shift_ = columns.front();  // the columns are a rotation: file column j is grid column (j + shift) mod nlon
   vars_ = select_variables(f, opt, lay);
+  for (int v : vars_) decoding_.push_back(Decoding::of(f, v));
   info_.dt_hours = read_dt_hours(f, time_name, lay.times, opt);
   info_.dtype = opt.dtype;
   bool any_units = false;
@@ -415,11 +515,7 @@ Tensor FileReader::read(size_t sample, int64_t first, int64_t n, Span rows, Span
   for (int64_t c = 0; c < C; ++c) {
     const int var = vars_[static_cast<size_t>(c)];
     const std::string name = f.var_name(var);
-    const auto fill = f.number_attr(var, "_FillValue");
-    const auto missing = f.number_attr(var, "missing_value");
-    // CF packing, applied only when present so unpacked values (and -0.0) pass through untouched.
-    const auto scale = f.number_attr(var, "scale_factor");
-    const auto add = f.number_attr(var, "add_offset");
+    const Decoding& decode = decoding_[static_cast<size_t>(c)];
     for (const Run& run : runs) {
       std::vector<size_t> start = {static_cast<size_t>(first), static_cast<size_t>(file_row0),
                                    static_cast<size_t>(run.file_col)};
@@ -436,13 +532,15 @@ Tensor FileReader::read(size_t sample, int64_t first, int64_t n, Span rows, Span
         for (int64_t i = 0; i < rows.count; ++i)
           for (int64_t j = 0; j < run.count; ++j) {
             const double raw = buf[static_cast<size_t>((t * rows.count + i) * run.count + j)];
-            if ((fill && raw == *fill) || (missing && raw == *missing) || !std::isfinite(raw))
-              f.bad("variable '{}' has a missing or non-finite value ({}) at sample {}, time {}, lat row {}, lon "
-                    "column {}; expected complete fields",
-                    name, raw, sample, first + t, file_row0 + i, run.file_col + j);
-            double value = raw;
-            if (scale) value *= *scale;
-            if (add) value += *add;
+            const double value = decode.is_missing(raw) ? std::numeric_limits<double>::quiet_NaN() : decode.value(raw);
+            if (std::isnan(value))
+              f.bad("variable '{}' has {} value ({}) at sample {}, time {}, lat row {}, lon column {}; expected "
+                    "complete fields{}",
+                    name, decode.is_missing(raw) ? "a missing or non-finite" : "an out-of-range", raw, sample, first + t,
+                    file_row0 + i, run.file_col + j,
+                    decode.fill && raw == *decode.fill && !f.number_attr(var, "_FillValue")
+                        ? " (it equals netCDF's default fill value: the variable was never written there)"
+                        : "");
             const int64_t row = flip_lat_ ? rows.count - 1 - i : i;
             dst[((t * C + c) * rows.count + row) * cols.count + run.tile_col + j] = value;
           }

@@ -427,3 +427,73 @@ TEST_CASE("netcdf: a missing value is an error for the tiles that contain it and
   CHECK(contains(e, "gap.nc"));
   CHECK(contains(e, "missing or non-finite value (-999) at sample 0, time 1, lat row 3, lon column 5"));
 }
+
+namespace {
+
+// A 1-time, 2x4 file with lat/lon coordinates and one variable "v" of `type` written by `fill_values`
+// (or left unwritten), with `attrs` set before the data.
+void write_typed(const fs::path& p, nc_type type, const std::function<void(int, int)>& attrs,
+                 const std::function<void(int, int)>& fill_values) {
+  int id, dims[3], var, lat, lon;
+  nc(nc_create(p.c_str(), NC_CLOBBER | NC_NETCDF4, &id));
+  nc(nc_def_dim(id, "time", 1, &dims[0]));
+  nc(nc_def_dim(id, "lat", 2, &dims[1]));
+  nc(nc_def_dim(id, "lon", 4, &dims[2]));
+  nc(nc_def_var(id, "lat", NC_DOUBLE, 1, &dims[1], &lat));
+  nc(nc_def_var(id, "lon", NC_DOUBLE, 1, &dims[2], &lon));
+  nc(nc_def_var(id, "v", type, 3, dims, &var));
+  attrs(id, var);
+  nc(nc_enddef(id));
+  const std::vector<double> lats = latitudes_deg(sphere::GridKind::equiangular, 2), lonv = lons(4, 0.0);
+  nc(nc_put_var_double(id, lat, lats.data()));
+  nc(nc_put_var_double(id, lon, lonv.data()));
+  if (fill_values) fill_values(id, var);
+  nc(nc_close(id));
+}
+
+}  // namespace
+
+TEST_CASE("netcdf: _Unsigned packed shorts, default fill values and valid ranges are read as CF says") {
+  TempDir dir("netcdf");
+  NetcdfReadOptions opt;
+  opt.dtype = DType::f64;
+  opt.dt_hours = 6.0;
+  // Unsigned shorts: the stored -1 is 65535, -32768 is 32768; then scale and offset.
+  write_typed(
+      dir / "u16.nc", NC_SHORT,
+      [](int id, int var) {
+        nc(nc_put_att_text(id, var, "_Unsigned", 4, "true"));
+        const double scale = 0.5, offset = -10.0;
+        nc(nc_put_att_double(id, var, "scale_factor", NC_DOUBLE, 1, &scale));
+        nc(nc_put_att_double(id, var, "add_offset", NC_DOUBLE, 1, &offset));
+      },
+      [](int id, int var) {
+        const short v[8] = {0, 1, -1, -32768, 32767, 2, 3, 4};
+        nc(nc_put_var_short(id, var, v));
+      });
+  const auto u = read_netcdf(dir / "u16.nc", opt).trajectories[0].to_vector<double>();
+  CHECK(u == std::vector<double>{-10.0, -9.5, 65535 * 0.5 - 10, 32768 * 0.5 - 10, 32767 * 0.5 - 10, -9.0, -8.5, -8.0});
+  // A variable never written and without _FillValue reads netCDF's default fill: missing, not 9.97e36.
+  write_typed(dir / "unwritten.nc", NC_FLOAT, [](int, int) {}, {});
+  std::string e = error_of([&] { read_netcdf(dir / "unwritten.nc", opt); });
+  CHECK(contains(e, "variable 'v' has a missing or non-finite value (9.969209968386869e+36)"));
+  CHECK(contains(e, "it equals netCDF's default fill value: the variable was never written there"));
+  // valid_range: a value outside it is missing too.
+  write_typed(
+      dir / "range.nc", NC_DOUBLE,
+      [](int id, int var) {
+        const double range[2] = {0.0, 100.0};
+        nc(nc_put_att_double(id, var, "valid_range", NC_DOUBLE, 2, range));
+      },
+      [](int id, int var) {
+        const double v[8] = {0, 1, 2, 3, 4, 5, 150, 7};
+        nc(nc_put_var_double(id, var, v));
+      });
+  CHECK(contains(error_of([&] { read_netcdf(dir / "range.nc", opt); }),
+                 "variable 'v' has an out-of-range value (150) at sample 0, time 0, lat row 1, lon column 2"));
+  // Text variables and bad _Unsigned values are errors that say so.
+  write_typed(dir / "bad.nc", NC_INT, [](int id, int var) { nc(nc_put_att_text(id, var, "_Unsigned", 3, "yes")); },
+              {});
+  CHECK(contains(error_of([&] { read_netcdf(dir / "bad.nc", opt); }),
+                 "variable 'v' has _Unsigned = \"yes\"; expected \"true\" or \"false\""));
+}
