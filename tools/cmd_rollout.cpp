@@ -105,6 +105,15 @@ int run_rollout(const RolloutArgs& args) {
     InferenceModeGuard inference;
     forecast = stepper.predict(input, n, /*rollout_id=*/0, /*first_sample=*/0);
   }
+  // A forecast that blows up is reported, never written or scored as numbers.
+  const Tensor finite = isfinite(forecast);  // (K, n, C, h, w)
+  if (!all_true(finite)) {
+    int64_t lead = 0;
+    while (all_true(select(finite, 1, lead))) ++lead;
+    fail("rollout: the forecast is not finite from step {} of {} on (the model diverges from these initial states); "
+         "nothing was written",
+         lead + 1, n);
+  }
   const Tensor phys_forecast = norm.denormalize(whole_sphere(forecast, grid, val));
   const Tensor phys_input = norm.denormalize(whole_sphere(input, grid, val));
   const Tensor phys_truth = truth.defined() ? norm.denormalize(whole_sphere(truth, grid, val)) : Tensor{};

@@ -36,6 +36,8 @@ void read_swe(const ConfigNode& n, DataConfig& d) {
   s.hyperdiffusion.efold_hours =
       n.get_real_or("hyperdiffusion_efold_hours", s.hyperdiffusion.efold_hours, {.min = 0, .min_exclusive = true});
   d.validation_trajectories = n.get_int_or("validation_trajectories", d.validation_trajectories, {.min = 1});
+  d.max_generation_minutes =
+      n.get_real_or("max_minutes", d.max_generation_minutes, {.min = 0, .min_exclusive = true});
   d.validation_seed = static_cast<uint64_t>(n.get_int_or("validation_seed", 1000, {.min = 0}));
   GS_CHECK(d.validation_seed != s.seed,
            "data.swe.validation_seed must differ from data.swe.seed (both {}): validation needs unseen trajectories",

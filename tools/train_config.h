@@ -23,6 +23,8 @@ struct DataConfig {
   DType dtype = DType::f32;
   // swe: the training set and a validation set drawn from other seeds.
   models::SweDataOptions swe;
+  // Generation estimated to take longer than this (either set) is an error before it starts.
+  double max_generation_minutes = 30;
   int64_t validation_trajectories = 2;
   uint64_t validation_seed = 1000;
   // netcdf

@@ -1,6 +1,9 @@
 #include "tools/train_setup.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 #include <sstream>
 
@@ -24,19 +27,53 @@ std::vector<std::filesystem::path> as_paths(const std::vector<std::string>& file
   return {files.begin(), files.end()};
 }
 
+// Generating a set is bounded up front: its bytes against the machine's memory and its estimated
+// time against data.swe.max_minutes, each an error naming the estimate; a long one reports progress.
+models::TrajectoryData generate_bounded(const models::SweDataOptions& options, const char* name, double max_minutes,
+                                        bool report) {
+  const double bytes = static_cast<double>(models::swe_output_bytes(options));
+  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  GS_CHECK(bytes <= 0.5 * memory,
+           "data.swe: the {} set ({} trajectories x {} states x 3 fields of {}x{}) needs {:.3g} GB, more than half of "
+           "this machine's {:.3g} GB; use fewer trajectories, states or grid points",
+           name, options.n_trajectories, options.states_per_trajectory, options.nlat, options.nlon, bytes / 1e9,
+           memory / 1e9);
+  const models::SweWork work = models::estimate_swe_work(options);
+  const double seconds = work.seconds();
+  GS_CHECK(seconds <= max_minutes * 60.0,
+           "data.swe: generating the {} set ({} trajectories x {} states on {}x{}: {} solver steps, {:.3g} ms each "
+           "measured here, on {} thread(s)) would take an estimated {:.3g} minutes; expected at most data.swe.max_minutes "
+           "= {:g}. Use fewer trajectories or states, a larger dt_hours, a shorter spinup_hours, or raise max_minutes",
+           name, options.n_trajectories, options.states_per_trajectory, options.nlat, options.nlon, work.solver_steps,
+           work.seconds_per_step * 1e3, work.threads, seconds / 60.0, max_minutes);
+  models::SweProgress progress;
+  if (report && seconds > 10.0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fmt::print(stderr, "generating the {} set: an estimated {:.0f} s\n", name, seconds);
+    progress = [t0, name, last = -1.0](int64_t done, int64_t total) mutable {
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (t - last < 5.0 && done < total) return;
+      last = t;
+      fmt::print(stderr, "generating the {} set: {}/{} trajectories, {:.0f} s elapsed\n", name, done, total, t);
+    };
+  }
+  return models::generate_swe_data(options, progress);
+}
+
 // A generated set: in memory on one process; on several, written once by world rank 0 (atomically)
 // and opened by every rank after a barrier. A failure on rank 0 ends the job with its message
 // (abort_job) before the others read anything.
 std::shared_ptr<models::TrajectorySource> generated(const models::SweDataOptions& options, const char* name,
-                                                    const dist::ProcessGrid& grid,
+                                                    double max_minutes, const dist::ProcessGrid& grid,
                                                     const std::filesystem::path& scratch_dir) {
-  if (grid.is_single_process()) return models::memory_source(models::generate_swe_data(options));
+  if (grid.is_single_process())
+    return models::memory_source(generate_bounded(options, name, max_minutes, /*report=*/true));
   GS_CHECK(!scratch_dir.empty(), "data: generated data on {} processes needs a directory to write it to",
            grid.world_size());
   const std::filesystem::path path = scratch_dir / fmt::format("swe_{}.nc", name);
   if (grid.is_root()) {
     std::filesystem::create_directories(scratch_dir);
-    models::write_netcdf(path, models::generate_swe_data(options),
+    models::write_netcdf(path, generate_bounded(options, name, max_minutes, /*report=*/true),
                          {.title = fmt::format("gradsphere generated shallow-water {} set", name),
                           .history = "written by rank 0 for the tile reads of a multi-process run"});
   }
@@ -54,14 +91,14 @@ std::shared_ptr<models::TrajectorySource> load_validation_data(const TrainConfig
   models::SweDataOptions v = c.data.swe;
   v.n_trajectories = c.data.validation_trajectories;
   v.seed = c.data.validation_seed;
-  return generated(v, "validation", grid, scratch_dir);
+  return generated(v, "validation", c.data.max_generation_minutes, grid, scratch_dir);
 }
 
 TrainingData load_training_data(const TrainConfig& c, const dist::ProcessGrid& grid,
                                 const std::filesystem::path& scratch_dir) {
   TrainingData d;
   d.train = c.data.source == "netcdf" ? models::open_netcdf(as_paths(c.data.train_files), c.data.netcdf)
-                                      : generated(c.data.swe, "train", grid, scratch_dir);
+                                      : generated(c.data.swe, "train", c.data.max_generation_minutes, grid, scratch_dir);
   d.validation = load_validation_data(c, grid, scratch_dir);
   const models::TrajectoryInfo &t = d.train->info(), &v = d.validation->info();
   GS_CHECK(v.variables == t.variables && v.nlat == t.nlat && v.nlon == t.nlon && v.grid == t.grid,

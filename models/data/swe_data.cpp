@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <chrono>
 #include <cmath>
 #include <exception>
 
@@ -94,7 +95,47 @@ Tensor generate_swe_trajectory(const SweDataOptions& o, int64_t index) {
   return out;
 }
 
-TrajectoryData generate_swe_data(const SweDataOptions& o) {
+double SweWork::seconds() const {
+  return static_cast<double>(solver_steps) * seconds_per_step / static_cast<double>(std::max(threads, 1));
+}
+
+int64_t swe_output_bytes(const SweDataOptions& o) {
+  check_options(o);
+  int64_t fields = 0, bytes = 0;
+  GS_CHECK(!__builtin_mul_overflow(o.n_trajectories, o.states_per_trajectory * 3, &fields) &&
+               !__builtin_mul_overflow(fields, o.nlat * o.nlon * static_cast<int64_t>(dtype_size(o.dtype)), &bytes),
+           "SweDataOptions: {} trajectories of {} states on {}x{} are too many bytes to count", o.n_trajectories,
+           o.states_per_trajectory, o.nlat, o.nlon);
+  return bytes;
+}
+
+SweWork estimate_swe_work(const SweDataOptions& o) {
+  const int64_t per_state = swe_steps_per_state(o);
+  // The spin-up step count in f64 first: 1e9 hours of 60-second steps does not fit an int64 cast.
+  const double spinup_f = std::ceil(o.spinup_hours * 3600.0 / swe_solver_options(o).dt_seconds - 1e-9);
+  GS_CHECK(spinup_f < 9e18, "SweDataOptions: spinup_hours = {} is {:.3g} solver steps; too many to run",
+           o.spinup_hours, spinup_f);
+  const int64_t spinup = swe_spinup_steps(o);
+  SweWork w;
+  w.output_bytes = swe_output_bytes(o);
+  int64_t per_trajectory = 0;
+  GS_CHECK(!__builtin_mul_overflow(per_state, o.states_per_trajectory - 1, &per_trajectory) &&
+               !__builtin_add_overflow(per_trajectory, spinup, &per_trajectory) &&
+               !__builtin_mul_overflow(per_trajectory, o.n_trajectories, &w.solver_steps),
+           "SweDataOptions: the data set is too large to count ({} trajectories of {} states, {} solver steps per "
+           "state, {} spin-up steps)",
+           o.n_trajectories, o.states_per_trajectory, per_state, spinup);
+  const SweSolver solver(swe_solver_options(o));
+  SweTimeStepper stepper(solver, solver.random_initial_condition(swe_trajectory_key(o.seed, 0), o.initial));
+  stepper.advance(1);  // builds the tables
+  const auto t0 = std::chrono::steady_clock::now();
+  stepper.advance(1);
+  w.seconds_per_step = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  w.threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), o.n_trajectories));
+  return w;
+}
+
+TrajectoryData generate_swe_data(const SweDataOptions& o, const SweProgress& progress) {
   const SweSolver solver(swe_solver_options(o));
   const int64_t steps = swe_steps_per_state(o), spinup = swe_spinup_steps(o);
   TrajectoryData data;
@@ -113,10 +154,15 @@ TrajectoryData generate_swe_data(const SweDataOptions& o) {
   // Trajectories are independent and each runs on one thread with batch 1, so the values do not
   // depend on the thread count or on n_trajectories. Errors are carried out of the parallel region.
   std::exception_ptr error;
+  int64_t done = 0;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t i = 0; i < o.n_trajectories; ++i) {
     try {
       run_trajectory(solver, o, i, steps, spinup, data.trajectories[static_cast<size_t>(i)]);
+      if (progress) {
+#pragma omp critical(gs_swe_data_progress)
+        progress(++done, o.n_trajectories);
+      }
     } catch (...) {
 #pragma omp critical(gs_swe_data_error)
       if (!error) error = std::current_exception();

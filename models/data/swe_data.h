@@ -3,6 +3,7 @@
 // (dataset.h) with channels (geopotential, vorticity, divergence) in SI units.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "engine/dtype.h"
@@ -49,9 +50,27 @@ RandomKey swe_trajectory_key(uint64_t seed, int64_t index);
 // Trajectory `index` alone: (states_per_trajectory, 3, nlat, nlon) in options.dtype.
 Tensor generate_swe_trajectory(const SweDataOptions& options, int64_t index);
 
+// What generating a data set costs, known before it runs: the solver steps, the bytes of the saved
+// fields, and the time, from two solver steps timed on this machine (a first one builds the tables)
+// spread over the threads the generator uses.
+struct SweWork {
+  int64_t solver_steps = 0;  // over every trajectory, spin-up included
+  int64_t output_bytes = 0;
+  double seconds_per_step = 0;
+  int threads = 1;
+  double seconds() const;  // the estimate for the whole set
+};
+// The bytes of the saved fields alone (no solver is built); throws when they overflow.
+int64_t swe_output_bytes(const SweDataOptions& options);
+// Throws gs::Error when the counts overflow (a spin-up of 1e9 hours); never runs the whole set.
+SweWork estimate_swe_work(const SweDataOptions& options);
+
+// Called from the generator's threads (one at a time) as trajectories finish: (done, total).
+using SweProgress = std::function<void(int64_t, int64_t)>;
+
 // All n_trajectories trajectories (in parallel over trajectories with OpenMP), with variables
 // {"geopotential", "vorticity", "divergence"} and units {"m2 s-2", "s-1", "s-1"}. Each equals
 // generate_swe_trajectory(options, i) exactly.
-TrajectoryData generate_swe_data(const SweDataOptions& options);
+TrajectoryData generate_swe_data(const SweDataOptions& options, const SweProgress& progress = {});
 
 }  // namespace gs::models
