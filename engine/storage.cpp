@@ -41,7 +41,9 @@ class CpuAllocator final : public Allocator {
       release_large_cache();  // the cache may hold what the system lacks; try once more
       p = std::aligned_alloc(64, rounded);
     }
-    if (!p) fail("out of CPU memory: could not allocate {} bytes", nbytes);
+    if (!p)
+      fail("out of CPU memory: could not allocate {} bytes ({:.3g} GB) with {:.3g} GB already held by tensors", nbytes,
+           static_cast<double>(nbytes) / 1e9, static_cast<double>(in_use_.load()) / 1e9);
     size_t now = in_use_.fetch_add(nbytes) + nbytes;
     size_t peak = peak_.load();
     while (now > peak && !peak_.compare_exchange_weak(peak, now)) {

@@ -2,6 +2,8 @@
 #include "models/data/netcdf_io.h"
 
 #include <netcdf.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -10,6 +12,7 @@
 #include <limits>
 #include <numeric>
 
+#include "models/atomic_file.h"
 #include "models/checkpoint.h"
 
 namespace gs::models {
@@ -17,6 +20,16 @@ namespace gs::models {
 namespace fs = std::filesystem;
 
 namespace {
+
+// "12.3 MB free on its file system" for the directory of `path`, or why that is unknown.
+std::string space_left(const fs::path& path) {
+  struct statvfs st {};
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  if (::statvfs(dir.c_str(), &st) != 0) return fmt::format("its directory: {}", errno_text(errno));
+  const double free_bytes = static_cast<double>(st.f_bavail) * static_cast<double>(st.f_frsize);
+  return fmt::format("{:.3g} MB free on its file system{}", free_bytes / 1e6,
+                     ::access(dir.c_str(), W_OK) != 0 ? fmt::format("; its directory is not writable: {}", errno_text(errno)) : "");
+}
 
 // An open NetCDF dataset; every library call goes through check() so a failure names the file.
 class NcFile {
@@ -33,11 +46,14 @@ class NcFile {
   // `label` is the path errors name (the target, not the temporary file).
   static NcFile create(const fs::path& path, const fs::path& label) {
     NcFile f(label);
+    f.writing_ = true;
     f.check(nc_create(path.c_str(), NC_CLOBBER | NC_NETCDF4, &f.id_), "cannot create it");
     f.open_ = true;
     return f;
   }
-  NcFile(NcFile&& o) noexcept : path_(std::move(o.path_)), id_(o.id_), open_(o.open_) { o.open_ = false; }
+  NcFile(NcFile&& o) noexcept : path_(std::move(o.path_)), id_(o.id_), open_(o.open_), writing_(o.writing_) {
+    o.open_ = false;
+  }
   NcFile(const NcFile&) = delete;
   ~NcFile() {
     if (open_) nc_close(id_);
@@ -55,7 +71,10 @@ class NcFile {
     fail("NetCDF file '{}': {}", path_.string(), fmt::format(f, std::forward<Args>(args)...));
   }
   void check(int status, const std::string& what) const {
-    if (status != NC_NOERR) bad("{}: {}", what, nc_strerror(status));
+    if (status == NC_NOERR) return;
+    // HDF5 reports a full disk or a lost permission as "HDF error": say what the file system has left.
+    if (writing_) bad("{}: {} ({})", what, nc_strerror(status), space_left(path_));
+    bad("{}: {}", what, nc_strerror(status));
   }
 
   std::optional<int> find_dim(const std::string& name) const {
@@ -152,6 +171,7 @@ class NcFile {
   fs::path path_;
   int id_ = -1;
   bool open_ = false;
+  bool writing_ = false;
 };
 
 // ---- reading
