@@ -125,7 +125,17 @@ struct StructureCheck {
              path.empty() ? source : path, where(source, m), q);
   }
 
+  int depth = 0;
+
   void visit(const YAML::Node& n, const std::string& path) {
+    // An alias inside its own anchor's node (&a [*a]) is a cycle; deep nesting is never a config.
+    GS_CHECK(depth < 64, "{}: values nest more than 64 levels deep {} (an alias inside its own anchor?)",
+             path.empty() ? source : path, where(source, n.Mark()));
+    struct Deeper {
+      int& d;
+      explicit Deeper(int& x) : d(++x) {}
+      ~Deeper() { --d; }
+    } deeper(depth);
     GS_CHECK(++nodes <= kMaxConfigNodes,
              "{}: the document expands to more than {} values through its aliases (*name); a config file is far "
              "smaller",
@@ -150,6 +160,71 @@ struct StructureCheck {
     }
   }
 };
+
+// yaml-cpp 0.7 loops forever, growing without bound, when it meets a ',' at a document's top level:
+// before its first node (",", "&a ,", "\"a\" ,", "[a] ,", "- a\n,") or after a top-level mapping
+// ended by a line indented less than its first key ("  a: 1\n ,"); tests/fuzz found both. A
+// config's top level is key: value lines, so each document must start with a key, and no line may
+// be indented less than the document's first key; both are checked here, before yaml-cpp sees them.
+void check_document_starts(const std::string& text, const std::string& source) {
+  bool at_start = true;
+  size_t first_indent = 0, first_line = 0;
+  int flow_depth = 0;  // [ and { open at the end of the previous line
+  size_t line_no = 0;
+  for (size_t b = 0; b <= text.size(); ++line_no) {
+    size_t e = text.find('\n', b);
+    if (e == std::string::npos) e = text.size();
+    std::string_view line(text.data() + b, e - b);
+    b = e + 1;
+    if (line.substr(0, 3) == "---" || line.substr(0, 3) == "...") {
+      at_start = true;
+      flow_depth = 0;
+      line.remove_prefix(3);
+    } else if (at_start && !line.empty() && line[0] == '%') {
+      continue;  // a directive
+    }
+    const size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos || line[first] == '#') continue;
+    if (at_start) {
+      // A key: a plain name or a quoted one, then ':' followed by a blank or the end of the line.
+      const char c = line[first];
+      size_t colon = std::string_view::npos;
+      if (c == '"' || c == '\'') {
+        const size_t close = line.find(c, first + 1);
+        if (close != std::string_view::npos && close + 1 < line.size() && line[close + 1] == ':') colon = close + 1;
+      } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
+        colon = line.find(':', first);
+      }
+      const bool key = colon != std::string_view::npos &&
+                       (colon + 1 == line.size() || line[colon + 1] == ' ' || line[colon + 1] == '\t' ||
+                        line[colon + 1] == '\r');
+      GS_CHECK(key, "{}: expected key: value lines at the top level, got {} at line {}", source,
+               c == '-' ? std::string("a list") : fmt::format("'{}'", line.substr(first, 24)), line_no + 1);
+      at_start = false;
+      first_indent = first;
+      first_line = line_no;
+    } else if (flow_depth == 0) {
+      GS_CHECK(first >= first_indent,
+               "{}: line {} is indented less than the first key (line {}, column {}); the top-level keys must line up",
+               source, line_no + 1, first_line + 1, first_indent + 1);
+    }
+    char quote = 0;
+    for (size_t i = first; i < line.size(); ++i) {
+      const char ch = line[i];
+      if (quote) {
+        if (ch == quote) quote = 0;
+      } else if (ch == '"' || ch == '\'') {
+        quote = ch;
+      } else if (ch == '#' && (i == 0 || line[i - 1] == ' ')) {
+        break;
+      } else if (ch == '[' || ch == '{') {
+        ++flow_depth;
+      } else if ((ch == ']' || ch == '}') && flow_depth > 0) {
+        --flow_depth;
+      }
+    }
+  }
+}
 
 struct TextPosition {
   size_t line, column, offset;  // line and column from 1
@@ -299,6 +374,25 @@ ConfigNode ConfigNode::from_yaml(const std::string& text, const std::string& sou
   if (auto at = first_invalid_utf8(text))
     gs::fail("{}: line {}, column {}: byte 0x{:02x} is not valid UTF-8; a config file must be UTF-8 text", source,
              at->line, at->column, static_cast<unsigned char>(text[at->offset]));
+  check_document_starts(text, source);
+  // yaml-cpp parses nested flow collections ([[[...]]]) recursively: bound the depth before it does.
+  {
+    int depth = 0, deepest = 0;
+    char quote = 0;
+    for (char ch : text) {
+      if (quote) {
+        if (ch == quote || ch == '\n') quote = 0;
+      } else if (ch == '"' || ch == '\'') {
+        quote = ch;
+      } else if (ch == '[' || ch == '{') {
+        deepest = std::max(deepest, ++depth);
+      } else if ((ch == ']' || ch == '}') && depth > 0) {
+        --depth;
+      }
+    }
+    GS_CHECK(deepest <= 64, "{}: lists and mappings nest {} deep; expected at most 64 (a config file is flat)", source,
+             deepest);
+  }
   std::vector<YAML::Node> docs;
   try {
     docs = YAML::LoadAll(text);

@@ -226,11 +226,18 @@ TEST_CASE("config: loading errors") {
   CHECK(contains(error_of([] { ConfigNode::from_string("a: 1\n---\nb: 2\n", "two.yaml"); }),
                  "two.yaml: holds 2 YAML documents"));
   CHECK(contains(error_of([] { ConfigNode::from_string("- 1\n- 2\n", "l.yaml"); }),
-                 "l.yaml: expected key: value lines at the top level, got a list of 2 items"));
+                 "l.yaml: expected key: value lines at the top level, got a list at line 1"));
+  // yaml-cpp 0.7 would loop forever on these (tests/fuzz found the first).
+  for (const char* hang : {",", "# c\n  ,*a", "- a\n,", "a: 1\n---\n,", "--- ,", "&a ,", "\"a\" ,", "[a] ,", "|\n x\n,"})
+    CHECK(contains(error_of([&] { ConfigNode::from_string(hang, "h.yaml"); }), "h.yaml: expected key: value lines"));
+  CHECK(error_of([] { ConfigNode::from_string("# c\n    a: 1\n   , x]\n", "h.yaml"); }) ==
+        "h.yaml: line 3 is indented less than the first key (line 2, column 5); the top-level keys must line up");
+  // Keys that are quoted or indented as a whole still read.
+  CHECK(ConfigNode::from_string("  \"a b\": 1\n  c: [1,\n2]\n", "q.yaml").get_int("a b") == 1);
   CHECK(
       error_of([] { ConfigNode::from_string("m:\n  a: 1\n  a: 2\n", "d.yaml"); }) ==
       "m.a: duplicate key (d.yaml line 3, column 3) (first at line 2, column 3); each key may appear once per section");
-  CHECK(contains(error_of([] { ConfigNode::from_string("? [a, b]\n: 1\n", "k.yaml"); }), "keys must be plain names"));
+  CHECK(contains(error_of([] { ConfigNode::from_string("m:\n  ? [a, b]\n  : 1\n", "k.yaml"); }), "keys must be plain names"));
   // An empty file is an empty top level: defaults apply, required keys are reported missing.
   auto empty = ConfigNode::from_string("# nothing here\n");
   CHECK(empty.get_int_or("steps", 7) == 7);
