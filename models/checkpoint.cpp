@@ -106,6 +106,10 @@ Checkpoint load_checkpoint(const fs::path& path) {
            "checkpoint '{}': its metadata has no checksum; a checkpoint's configuration and normaliser change results, "
            "so a gradsphere checkpoint always carries one (the file was rewritten by another tool?)",
            path.string());
+  GS_CHECK(file.tensors_checked,
+           "checkpoint '{}': its tensors have no checksums; a gradsphere checkpoint always carries one per tensor (the "
+           "file was rewritten by another tool?)",
+           path.string());
   Checkpoint ckpt;
   ckpt.step = parse_int<int64_t>(path, kStepKey, required(kStepKey));
   ckpt.config = required(kConfigKey);

@@ -1,6 +1,7 @@
 #include "models/lr_schedule.h"
 
 #include <cmath>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -120,8 +121,12 @@ void ReduceLrOnPlateau::step_metric(double metric) {
 
 StateDict ReduceLrOnPlateau::state() const {
   const std::string p = type_name() + ".";
+  // best_ is +inf until a metric improves on nothing; a checkpoint holds only finite numbers, so
+  // "no best yet" travels as a flag.
+  const bool has_best = std::isfinite(best_);
   return {{p + "lr", state_scalar_f64(lr_)},
-          {p + "best", state_scalar_f64(best_)},
+          {p + "best", state_scalar_f64(has_best ? best_ : 0.0)},
+          {p + "has_best", state_scalar_i64(has_best ? 1 : 0)},
           {p + "num_bad", state_scalar_i64(num_bad_)},
           {p + "cooldown_counter", state_scalar_i64(cooldown_counter_)},
           {p + "metrics_seen", state_scalar_i64(metrics_seen_)}};
@@ -132,6 +137,7 @@ void ReduceLrOnPlateau::load_state(const StateDict& state) {
   check_scalar_state(state,
                      {{p + "lr", DType::f64},
                       {p + "best", DType::f64},
+                      {p + "has_best", DType::i64},
                       {p + "num_bad", DType::i64},
                       {p + "cooldown_counter", DType::i64},
                       {p + "metrics_seen", DType::i64}},
@@ -140,7 +146,9 @@ void ReduceLrOnPlateau::load_state(const StateDict& state) {
   GS_CHECK(std::isfinite(lr) && lr >= 0, "reduce_on_plateau: load_state: 'lr' holds {}, expected a finite value >= 0",
            lr);
   lr_ = lr;
-  best_ = state.at(p + "best").item<double>();
+  const double best = state.at(p + "best").item<double>();
+  GS_CHECK(std::isfinite(best), "reduce_on_plateau: load_state: 'best' holds {}, expected a finite value", best);
+  best_ = state.at(p + "has_best").item<int64_t>() != 0 ? best : std::numeric_limits<double>::infinity();
   num_bad_ = state.at(p + "num_bad").item<int64_t>();
   cooldown_counter_ = state.at(p + "cooldown_counter").item<int64_t>();
   metrics_seen_ = state.at(p + "metrics_seen").item<int64_t>();

@@ -260,6 +260,7 @@ class SafetensorsReader {
     read_data(out.tensors);
     out.metadata = std::move(metadata_);
     out.metadata_checked = metadata_checked_;
+    out.tensors_checked = !checksums_.empty() || entries_.empty();
     return out;
   }
 

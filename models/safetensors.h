@@ -38,6 +38,7 @@ struct SafetensorsContents {
   StateDict tensors;  // contiguous CPU tensors
   Metadata metadata;
   bool metadata_checked = false;  // the file carried a metadata checksum and it matched
+  bool tensors_checked = false;   // the file carried a checksum for every tensor and they matched
 };
 
 // Reads and validates a whole safetensors file: any structural defect (short file, bad header length,

@@ -58,7 +58,7 @@ int run_rollout(const RolloutArgs& args) {
   const TrainConfig cfg = train_config_from_string(ck.config, args.checkpoint + " (its stored configuration)");
   // Under a launcher every rank forecasts its tile (data replicas repeat the same forecasts); world
   // rank 0 gathers the tiles and alone writes the files.
-  const dist::ProcessGrid grid = make_process_grid(args.grid, cfg, "rollout");
+  const dist::ProcessGrid grid = make_process_grid(args.grid, cfg, "rollout", /*config_grid_if_it_fits=*/true);
   const bool root = grid.is_root();
   auto norm_it = ck.metadata.find(kMetaNormalizer);
   GS_CHECK(norm_it != ck.metadata.end(), "rollout: {} has no '{}' metadata (not written by gradsphere train?)",

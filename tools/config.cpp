@@ -167,11 +167,12 @@ struct StructureCheck {
 // config's top level is key: value lines, so each document must start with a key, and no line may
 // be indented less than the document's first key; both are checked here, before yaml-cpp sees them.
 void check_document_starts(const std::string& text, const std::string& source) {
+  const size_t bom = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;  // a UTF-8 byte-order mark (yaml-cpp skips it)
   bool at_start = true;
   size_t first_indent = 0, first_line = 0;
   int flow_depth = 0;  // [ and { open at the end of the previous line
   size_t line_no = 0;
-  for (size_t b = 0; b <= text.size(); ++line_no) {
+  for (size_t b = bom; b <= text.size(); ++line_no) {
     size_t e = text.find('\n', b);
     if (e == std::string::npos) e = text.size();
     std::string_view line(text.data() + b, e - b);

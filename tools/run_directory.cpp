@@ -71,7 +71,8 @@ void RunDirectoryLock::check_unchanged(const std::string& what) const {
 int RunDirectoryLock::remove_stale_temporaries() const {
   int removed = 0;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(root_, ec)) {
+  for (const fs::path& dir : {root_, root_ / "data", root_ / "maps"})
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.size() > 1 && name[0] == '.' && name.find(".tmp-") != std::string::npos && entry.is_regular_file(ec)) {
       fs::remove(entry.path(), ec);

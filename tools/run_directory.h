@@ -25,7 +25,8 @@ class RunDirectoryLock {
   // recreated), naming it and `what` was about to be written.
   void check_unchanged(const std::string& what) const;
   // Removes the temporary files of interrupted atomic writes (".NAME.tmp-*", models/atomic_file.h) in
-  // root: with the lock held, no other run can be writing them. Returns how many were removed.
+  // root and its data/ and maps/: with the lock held, no other run can be writing them. Returns how
+  // many were removed.
   int remove_stale_temporaries() const;
   const std::filesystem::path& root() const { return root_; }
 

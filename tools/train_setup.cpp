@@ -128,9 +128,12 @@ TrainingData load_training_data(const TrainConfig& c, const dist::ProcessGrid& g
   return d;
 }
 
-dist::ProcessGrid make_process_grid(const std::string& flag, const TrainConfig& cfg, const char* command) {
+dist::ProcessGrid make_process_grid(const std::string& flag, const TrainConfig& cfg, const char* command,
+                                    bool config_grid_if_it_fits) {
   const dist::CommPtr world = dist::world_communicator();
-  const std::string text = !flag.empty() ? flag : cfg.distributed.grid;
+  std::string text = !flag.empty() ? flag : cfg.distributed.grid;
+  if (flag.empty() && config_grid_if_it_fits && !text.empty() && dist::parse_grid(text).size() != world->size())
+    text.clear();
   const dist::GridSpec spec = text.empty() ? dist::GridSpec{world->size(), 1, 1} : dist::parse_grid(text);
   GS_CHECK(spec.size() == world->size(),
            "{}: the grid {} has {} ranks but the job has {} processes; start it with mpiexec -n {} (or pass a "

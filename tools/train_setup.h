@@ -42,8 +42,11 @@ std::shared_ptr<models::TrajectorySource> load_validation_data(const TrainConfig
                                                                 const std::filesystem::path& scratch_dir = {});
 
 // The grid of the job: `flag` (--grid DxHxW), else the configuration's distributed.grid, else every
-// rank a data replica; checked against the world size (errors name `command`). Collective.
-dist::ProcessGrid make_process_grid(const std::string& flag, const TrainConfig& config, const char* command);
+// rank a data replica; checked against the world size (errors name `command`). Collective. With
+// `config_grid_if_it_fits`, the configuration's grid is used only when it has as many ranks as the
+// job (rollout: a checkpoint trained on 1x2x2 forecasts on one process too).
+dist::ProcessGrid make_process_grid(const std::string& flag, const TrainConfig& config, const char* command,
+                                    bool config_grid_if_it_fits = false);
 
 std::shared_ptr<models::Model> build_model(const TrainConfig& config, const models::TrajectoryInfo& data,
                                            const dist::ProcessGrid& grid = {});

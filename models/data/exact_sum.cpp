@@ -1,6 +1,8 @@
 #include "models/data/exact_sum.h"
 
 #include <cmath>
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 #include "engine/error.h"
@@ -73,13 +75,35 @@ double ExactSum::value() const {
   ExactSum c = *this;
   c.normalize();
   const bool negative = c.limb_.back() < 0;
-  if (negative) {  // sign and magnitude, so the conversion below adds non-negative terms only
+  if (negative) {  // sign and magnitude: the limbs then hold |sum|, each in [0, 2^32)
     for (auto& l : c.limb_) l = -l;
     c.normalize();
   }
-  double r = 0;
-  for (int i = kLimbs - 1; i >= 0; --i)
-    if (c.limb_[i] != 0) r += std::ldexp(static_cast<double>(c.limb_[i]), 32 * i + kMinExponent);
+  int top = kLimbs - 1;
+  while (top >= 0 && c.limb_[top] == 0) --top;
+  if (top < 0) return 0.0;
+  // The top three limbs (96 bits, at least 65 of them significant) and a sticky bit for the rest
+  // round correctly to nearest, ties to even, in one step.
+  unsigned __int128 m = 0;
+  for (int i = top; i > top - 3; --i)
+    m = (m << 32) | static_cast<uint64_t>(i >= 0 ? c.limb_[i] : 0);
+  bool sticky = false;
+  for (int i = top - 3; i >= 0; --i) sticky = sticky || c.limb_[i] != 0;
+  int bits = 0;
+  for (unsigned __int128 t = m; t != 0; t >>= 1) ++bits;
+  int exponent = 32 * (top - 2) + kMinExponent;  // of m's lowest bit
+  // Subnormal results keep fewer than 53 bits: the lowest representable bit is 2^kMinExponent.
+  const int keep = std::min(53, bits - std::max(0, kMinExponent - exponent));
+  const int drop = bits - keep;
+  uint64_t kept = static_cast<uint64_t>(m >> drop);
+  if (drop > 0) {
+    const unsigned __int128 rest = m & ((static_cast<unsigned __int128>(1) << drop) - 1);
+    const unsigned __int128 half = static_cast<unsigned __int128>(1) << (drop - 1);
+    const bool above_half = rest > half || (rest == half && sticky);
+    const bool tie = rest == half && !sticky;
+    if (above_half || (tie && (kept & 1))) ++kept;
+  }
+  const double r = std::ldexp(static_cast<double>(kept), exponent + drop);  // exact: kept has <= 54 bits
   return negative ? -r : r;
 }
 

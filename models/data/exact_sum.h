@@ -15,7 +15,8 @@ class ExactSum {
   ExactSum();
   void add(double x);  // x must be finite
   void merge(const ExactSum& other);
-  // The sum rounded to a double: a function of the exact value only (never of the order of adds).
+  // The sum correctly rounded to a double (to nearest, ties to even): a function of the exact value
+  // only, never of the order of the adds.
   double value() const;
   // Carry-propagated limbs (each in [0, 2^32) but the top one, which holds the sign): summing the
   // limbs of several ExactSums as int64 and calling from_limbs() merges them.

@@ -366,6 +366,9 @@ struct Decoding {
     f.check(nc_inq_vartype(f.id(), var, &type), "reading the type of '" + name + "'");
     if (type == NC_CHAR || type == NC_STRING)
       f.bad("variable '{}' holds text ({}); expected numbers", name, type == NC_CHAR ? "char" : "string");
+    if (type > NC_MAX_ATOMIC_TYPE)
+      f.bad("variable '{}' has a user-defined type (compound, vlen, opaque or enum, type id {}); expected numbers",
+            name, type);
     Decoding d;
     int no_fill = 0;
     // The fill in the variable's own type, converted: exact for every numeric type but int64 beyond 2^53.
@@ -418,17 +421,20 @@ struct Decoding {
     }
   }
 
-  // Whether a stored number is missing (it is compared before any conversion, as stored).
+  // A stored integer as the unsigned number it stands for under _Unsigned = "true" (attributes of
+  // such a variable are stored signed too, so they go through the same conversion).
+  double as_unsigned(double raw) const { return unsigned_bits > 0 && raw < 0 ? raw + std::ldexp(1.0, unsigned_bits) : raw; }
+  // Whether a stored number is missing: the fill value as stored, or a missing_value.
   bool is_missing(double raw) const {
     if (!std::isfinite(raw) || (fill && raw == *fill)) return true;
     for (double m : missing)
-      if (raw == m) return true;
+      if (as_unsigned(raw) == as_unsigned(m)) return true;
     return false;
   }
   // The value of a stored number that is not missing; NaN when it is outside the valid range.
   double value(double raw) const {
-    if (unsigned_bits > 0 && raw < 0) raw += std::ldexp(1.0, unsigned_bits);
-    if (raw < valid_min || raw > valid_max) return std::numeric_limits<double>::quiet_NaN();
+    raw = as_unsigned(raw);
+    if (raw < as_unsigned(valid_min) || raw > as_unsigned(valid_max)) return std::numeric_limits<double>::quiet_NaN();
     if (scale) raw *= *scale;
     if (add) raw += *add;
     return raw;
@@ -553,10 +559,13 @@ Tensor FileReader::read(size_t sample, int64_t first, int64_t n, Span rows, Span
           for (int64_t j = 0; j < run.count; ++j) {
             const double raw = buf[static_cast<size_t>((t * rows.count + i) * run.count + j)];
             const double value = decode.is_missing(raw) ? std::numeric_limits<double>::quiet_NaN() : decode.value(raw);
-            if (std::isnan(value))
+            if (!std::isfinite(value))  // missing, out of range, or overflowed by scale_factor
               f.bad("variable '{}' has {} value ({}) at sample {}, time {}, lat row {}, lon column {}; expected "
                     "complete fields{}",
-                    name, decode.is_missing(raw) ? "a missing or non-finite" : "an out-of-range", raw, sample, first + t,
+                    name, decode.is_missing(raw) ? "a missing or non-finite"
+                    : std::isnan(value)    ? "an out-of-range"
+                                           : "an overflowing (scaled to infinity)",
+                    raw, sample, first + t,
                     file_row0 + i, run.file_col + j,
                     decode.fill && raw == *decode.fill && !f.number_attr(var, "_FillValue")
                         ? " (it equals netCDF's default fill value: the variable was never written there)"

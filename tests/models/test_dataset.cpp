@@ -228,6 +228,14 @@ TEST_CASE("dataset: ExactSum is exact and independent of the order and grouping 
   tiny.add(0x1p-1074);
   tiny.add(0x1p-1074);
   CHECK(tiny.value() == 0x1p-1073);
+  // Correct rounding where adding the limbs from the top would round twice: 2^96 + 2^43 + 1 is
+  // above the tie between 2^96 and 2^96 + 2^44.
+  ExactSum twice;
+  for (double x : {0x1p96, 0x1p43, 1.0}) twice.add(x);
+  CHECK(twice.value() == 0x1p96 + 0x1p44);
+  ExactSum tie;  // an exact tie rounds to even
+  for (double x : {0x1p96, 0x1p43}) tie.add(x);
+  CHECK(tie.value() == 0x1p96);
   ExactSum neg;
   for (double x : {-0.1, -0.2, 0.05}) neg.add(x);
   // -0.25 up to the exact decimal representation errors of the three doubles: within an ulp.

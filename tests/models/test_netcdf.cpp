@@ -491,6 +491,46 @@ TEST_CASE("netcdf: _Unsigned packed shorts, default fill values and valid ranges
       });
   CHECK(contains(error_of([&] { read_netcdf(dir / "range.nc", opt); }),
                  "variable 'v' has an out-of-range value (150) at sample 0, time 0, lat row 1, lon column 2"));
+  // Attributes of an _Unsigned variable are stored signed too: valid_range [0, -6b] is 0..250 and a
+  // missing_value of -1b is 255.
+  write_typed(
+      dir / "u8.nc", NC_BYTE,
+      [](int id, int var) {
+        nc(nc_put_att_text(id, var, "_Unsigned", 4, "true"));
+        const signed char range[2] = {0, -6}, missing = -1;
+        nc(nc_put_att_schar(id, var, "valid_range", NC_BYTE, 2, range));
+        nc(nc_put_att_schar(id, var, "missing_value", NC_BYTE, 1, &missing));
+      },
+      [](int id, int var) {
+        const signed char v[8] = {0, 1, -56, -7, 100, 2, 3, 4};  // 200 and 249 as unsigned
+        nc(nc_put_var_schar(id, var, v));
+      });
+  CHECK(read_netcdf(dir / "u8.nc", opt).trajectories[0].to_vector<double>() ==
+        std::vector<double>{0, 1, 200, 249, 100, 2, 3, 4});
+  write_typed(
+      dir / "u8gap.nc", NC_BYTE,
+      [](int id, int var) {
+        nc(nc_put_att_text(id, var, "_Unsigned", 4, "true"));
+        const signed char missing = -1;
+        nc(nc_put_att_schar(id, var, "missing_value", NC_BYTE, 1, &missing));
+      },
+      [](int id, int var) {
+        const signed char v[8] = {0, 1, 2, 3, 4, -1, 6, 7};
+        nc(nc_put_var_schar(id, var, v));
+      });
+  CHECK(contains(error_of([&] { read_netcdf(dir / "u8gap.nc", opt); }), "missing or non-finite value (-1)"));
+  // A value that scale_factor takes past the double range.
+  write_typed(
+      dir / "huge.nc", NC_DOUBLE,
+      [](int id, int var) {
+        const double scale = 1e300;
+        nc(nc_put_att_double(id, var, "scale_factor", NC_DOUBLE, 1, &scale));
+      },
+      [](int id, int var) {
+        const double v[8] = {0, 1, 2, 3, 1e10, 5, 6, 7};
+        nc(nc_put_var_double(id, var, v));
+      });
+  CHECK(contains(error_of([&] { read_netcdf(dir / "huge.nc", opt); }), "an overflowing (scaled to infinity) value"));
   // Text variables and bad _Unsigned values are errors that say so.
   write_typed(dir / "bad.nc", NC_INT, [](int id, int var) { nc(nc_put_att_text(id, var, "_Unsigned", 3, "yes")); },
               {});

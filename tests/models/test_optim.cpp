@@ -389,6 +389,14 @@ TEST_CASE("schedules: state round trips continue bit for bit; another kind's sta
     CHECK(p.num_bad() == q.num_bad());
   }
   CHECK(p.lr() < 0.5);
+  // Before any metric the best is +inf; the state carries only finite numbers (a checkpoint refuses
+  // anything else) and loads back to "no best yet".
+  ReduceLrOnPlateau fresh(po), restored(po);
+  for (const auto& [name, t] : fresh.state()) CHECK_MESSAGE(std::isfinite(gs::cast_copy(t, DType::f64).item<double>()), name);
+  restored.load_state(fresh.state());
+  CHECK(restored.best() == std::numeric_limits<double>::infinity());
+  restored.step_metric(1e300);
+  CHECK(restored.best() == 1e300);
   StateDict bad = p.state();
   bad["reduce_on_plateau.lr"] = zeros({}, DType::f32);
   CHECK(contains(error_of([&] { q.load_state(bad); }), "'reduce_on_plateau.lr' must be a one-element f64 tensor"));

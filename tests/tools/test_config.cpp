@@ -232,6 +232,8 @@ TEST_CASE("config: loading errors") {
     CHECK(contains(error_of([&] { ConfigNode::from_string(hang, "h.yaml"); }), "h.yaml: expected key: value lines"));
   CHECK(error_of([] { ConfigNode::from_string("# c\n    a: 1\n   , x]\n", "h.yaml"); }) ==
         "h.yaml: line 3 is indented less than the first key (line 2, column 5); the top-level keys must line up");
+  // A UTF-8 byte-order mark is skipped, as yaml-cpp skips it.
+  CHECK(ConfigNode::from_string("\xEF\xBB\xBFseed: 4\n", "bom.yaml").get_int("seed") == 4);
   // Keys that are quoted or indented as a whole still read.
   CHECK(ConfigNode::from_string("  \"a b\": 1\n  c: [1,\n2]\n", "q.yaml").get_int("a b") == 1);
   CHECK(

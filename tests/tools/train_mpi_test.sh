@@ -99,7 +99,7 @@ wait_for "$work/sig/metrics.csv"
 sleep 0.5
 kill -TERM "$launcher"
 rc=0; wait "$launcher" || rc=$?
-[[ $rc == 130 ]] || { cat "$work/sig.log"; fail "SIGTERM: expected exit status 130, got $rc"; }
+[[ $rc == 143 ]] || { cat "$work/sig.log"; fail "SIGTERM: expected exit status 143 (128 + SIGTERM), got $rc"; }
 grep -q "stopped at step" "$work/sig.log" || fail "SIGTERM: no stop message: $(cat "$work/sig.log")"
 run "$work/sig2.log" "$mpiexec" -n 4 "$gs" train "$work/long.yaml" --out "$work/sig" --grid 1x2x2 --resume
 run "$work/full.log" "$mpiexec" -n 4 "$gs" train "$work/long.yaml" --out "$work/full" --grid 1x2x2
