@@ -18,6 +18,8 @@
 #include <optional>
 #include <sstream>
 
+#include <yaml-cpp/eventhandler.h>
+
 #include "engine/error.h"
 
 namespace gs::tools {
@@ -161,11 +163,11 @@ struct StructureCheck {
   }
 };
 
-// yaml-cpp 0.7 loops forever, growing without bound, when it meets a ',' at a document's top level:
-// before its first node (",", "&a ,", "\"a\" ,", "[a] ,", "- a\n,") or after a top-level mapping
-// ended by a line indented less than its first key ("  a: 1\n ,"); tests/fuzz found both. A
-// config's top level is key: value lines, so each document must start with a key, and no line may
-// be indented less than the document's first key; both are checked here, before yaml-cpp sees them.
+// A config's top level is key: value lines: each document must start with a key, and no line may
+// be indented less than the document's first key. Checked before yaml-cpp parses, for a clear
+// message: yaml-cpp 0.7 meets a stray ',' at a document's top level (",", "&a ,", "[a] ,",
+// "- a\n,", "  a: 1\n ,"; found by tests/fuzz) by yielding empty documents forever, which
+// from_yaml's bounded document count stops in any case.
 void check_document_starts(const std::string& text, const std::string& source) {
   const size_t bom = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;  // a UTF-8 byte-order mark (yaml-cpp skips it)
   bool at_start = true;
@@ -194,7 +196,14 @@ void check_document_starts(const std::string& text, const std::string& source) {
         const size_t close = line.find(c, first + 1);
         if (close != std::string_view::npos && close + 1 < line.size() && line[close + 1] == ':') colon = close + 1;
       } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
-        colon = line.find(':', first);
+        // A plain key: the first ": " (or ':' at the end) before any comment, with no flow
+        // indicator before it (else yaml-cpp reads the line as a scalar or a flow collection).
+        for (size_t i = first; i < line.size() && colon == std::string_view::npos; ++i) {
+          const char k = line[i];
+          if (k == '[' || k == ']' || k == '{' || k == '}' || k == ',' || (k == '#' && line[i - 1] == ' ')) break;
+          if (k == ':' && (i + 1 == line.size() || line[i + 1] == ' ' || line[i + 1] == '\t' || line[i + 1] == '\r'))
+            colon = i;
+        }
       }
       const bool key = colon != std::string_view::npos &&
                        (colon + 1 == line.size() || line[colon + 1] == ' ' || line[colon + 1] == '\t' ||
@@ -226,6 +235,20 @@ void check_document_starts(const std::string& text, const std::string& source) {
     }
   }
 }
+
+// Counts documents without building them (every event ignored).
+struct DocumentCounter final : YAML::EventHandler {
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+constexpr int kMaxDocumentsCounted = 16;
 
 struct TextPosition {
   size_t line, column, offset;  // line and column from 1
@@ -394,17 +417,24 @@ ConfigNode ConfigNode::from_yaml(const std::string& text, const std::string& sou
     GS_CHECK(deepest <= 64, "{}: lists and mappings nest {} deep; expected at most 64 (a config file is flat)", source,
              deepest);
   }
-  std::vector<YAML::Node> docs;
+  // yaml-cpp's LoadAll loops forever on some malformed streams (each turn yields another empty
+  // document): the first document is loaded alone, and the documents are counted up to a bound.
+  YAML::Node first;
+  int documents = 0;
   try {
-    docs = YAML::LoadAll(text);
+    first = YAML::Load(text);
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentCounter counter;
+    while (documents < kMaxDocumentsCounted && parser.HandleNextDocument(counter)) ++documents;
   } catch (const YAML::Exception& e) {
     gs::fail("{}: invalid YAML at {}: {}", source, line_col(e.mark), e.msg);
   }
-  GS_CHECK(docs.size() <= 1, "{}: holds {} YAML documents (separated by '---'); a config file holds exactly one",
-           source, docs.size());
+  GS_CHECK(documents <= 1, "{}: holds {}{} YAML documents (separated by '---'); a config file holds exactly one",
+           source, documents, documents == kMaxDocumentsCounted ? " or more" : "");
   // An empty file, or one of comments only, is an empty top level.
-  bool empty = docs.empty() || docs[0].IsNull();
-  YAML::Node root = empty ? YAML::Node(YAML::NodeType::Map) : YAML::Node(docs[0]);
+  bool empty = !first.IsDefined() || first.IsNull();
+  YAML::Node root = empty ? YAML::Node(YAML::NodeType::Map) : first;
   GS_CHECK(root.IsMap(), "{}: expected key: value lines at the top level, got {} {}", source, describe(root),
            where(source, root.Mark()));
   std::vector<std::string_view> lines;

@@ -228,7 +228,7 @@ TEST_CASE("config: loading errors") {
   CHECK(contains(error_of([] { ConfigNode::from_string("- 1\n- 2\n", "l.yaml"); }),
                  "l.yaml: expected key: value lines at the top level, got a list at line 1"));
   // yaml-cpp 0.7 would loop forever on these (tests/fuzz found the first).
-  for (const char* hang : {",", "# c\n  ,*a", "- a\n,", "a: 1\n---\n,", "--- ,", "&a ,", "\"a\" ,", "[a] ,", "|\n x\n,"})
+  for (const char* hang : {",", "# c\n  ,*a", "- a\n,", "a: 1\n---\n,", "--- ,", "&a ,", "\"a\" ,", "[a] ,", "|\n x\n,", "agrid [x, *a #c *i: 1\n,"})
     CHECK(contains(error_of([&] { ConfigNode::from_string(hang, "h.yaml"); }), "h.yaml: expected key: value lines"));
   CHECK(error_of([] { ConfigNode::from_string("# c\n    a: 1\n   , x]\n", "h.yaml"); }) ==
         "h.yaml: line 3 is indented less than the first key (line 2, column 5); the top-level keys must line up");
