@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "distributed/collectives.h"
+#include "distributed/shards.h"
 #include "distributed/world.h"
 #include "models/sharded_state.h"
 #include "engine/autograd/grad_mode.h"
@@ -47,10 +47,9 @@ models::TrajectoryData as_trajectories(const models::TrajectoryInfo& like, const
 }
 
 // The whole sphere from every rank's tile (..., h, w) of it; collective.
-Tensor whole_sphere(const Tensor& tile, const dist::ProcessGrid& grid, const models::TrajectoryInfo& info) {
-  if (!tile.defined() || !grid.spatially_split()) return tile;
-  Tensor t = dist::gather_along(tile, tile.dim() - 2, info.nlat, grid.comm(dist::Group::h));
-  return dist::gather_along(t, t.dim() - 1, info.nlon, grid.comm(dist::Group::w));
+Tensor whole_sphere(const Tensor& tile, const dist::ProcessGrid& grid) {
+  if (!tile.defined()) return tile;
+  return dist::gather_shards(tile, dist::Distribution::sharded_2d(tile.dim() - 2, tile.dim() - 1), grid);
 }
 
 int run_rollout(const RolloutArgs& args) {
@@ -114,9 +113,9 @@ int run_rollout(const RolloutArgs& args) {
          "nothing was written",
          lead + 1, n);
   }
-  const Tensor phys_forecast = norm.denormalize(whole_sphere(forecast, grid, val));
-  const Tensor phys_input = norm.denormalize(whole_sphere(input, grid, val));
-  const Tensor phys_truth = truth.defined() ? norm.denormalize(whole_sphere(truth, grid, val)) : Tensor{};
+  const Tensor phys_forecast = norm.denormalize(whole_sphere(forecast, grid));
+  const Tensor phys_input = norm.denormalize(whole_sphere(input, grid));
+  const Tensor phys_truth = truth.defined() ? norm.denormalize(whole_sphere(truth, grid)) : Tensor{};
   if (!root) return 0;
   const auto pred_path = out / "rollout.nc";
   models::write_netcdf(pred_path, as_trajectories(val, phys_input, phys_forecast),

@@ -167,12 +167,14 @@ struct StructureCheck {
 // be indented less than the document's first key. Checked before yaml-cpp parses, for a clear
 // message: yaml-cpp 0.7 meets a stray ',' at a document's top level (",", "&a ,", "[a] ,",
 // "- a\n,", "  a: 1\n ,"; found by tests/fuzz) by yielding empty documents forever, which
-// from_yaml's bounded document count stops in any case.
+// from_yaml's bounded document count stops in any case. The same scan bounds the nesting of flow
+// collections ([[[...]]]), which yaml-cpp parses recursively.
 void check_document_starts(const std::string& text, const std::string& source) {
   const size_t bom = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;  // a UTF-8 byte-order mark (yaml-cpp skips it)
   bool at_start = true;
   size_t first_indent = 0, first_line = 0;
   int flow_depth = 0;  // [ and { open at the end of the previous line
+  int deepest = 0;
   size_t line_no = 0;
   for (size_t b = bom; b <= text.size(); ++line_no) {
     size_t e = text.find('\n', b);
@@ -228,11 +230,13 @@ void check_document_starts(const std::string& text, const std::string& source) {
       } else if (ch == '#' && (i == 0 || line[i - 1] == ' ')) {
         break;
       } else if (ch == '[' || ch == '{') {
-        ++flow_depth;
+        deepest = std::max(deepest, ++flow_depth);
       } else if ((ch == ']' || ch == '}') && flow_depth > 0) {
         --flow_depth;
       }
     }
+    GS_CHECK(deepest <= 64, "{}: lists and mappings nest {} deep at line {}; expected at most 64 (a config file is flat)",
+             source, deepest, line_no + 1);
   }
 }
 
@@ -399,24 +403,6 @@ ConfigNode ConfigNode::from_yaml(const std::string& text, const std::string& sou
     gs::fail("{}: line {}, column {}: byte 0x{:02x} is not valid UTF-8; a config file must be UTF-8 text", source,
              at->line, at->column, static_cast<unsigned char>(text[at->offset]));
   check_document_starts(text, source);
-  // yaml-cpp parses nested flow collections ([[[...]]]) recursively: bound the depth before it does.
-  {
-    int depth = 0, deepest = 0;
-    char quote = 0;
-    for (char ch : text) {
-      if (quote) {
-        if (ch == quote || ch == '\n') quote = 0;
-      } else if (ch == '"' || ch == '\'') {
-        quote = ch;
-      } else if (ch == '[' || ch == '{') {
-        deepest = std::max(deepest, ++depth);
-      } else if ((ch == ']' || ch == '}') && depth > 0) {
-        --depth;
-      }
-    }
-    GS_CHECK(deepest <= 64, "{}: lists and mappings nest {} deep; expected at most 64 (a config file is flat)", source,
-             deepest);
-  }
   // yaml-cpp's LoadAll loops forever on some malformed streams (each turn yields another empty
   // document): the first document is loaded alone, and the documents are counted up to a bound.
   YAML::Node first;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "distributed/collectives.h"
+#include "distributed/shards.h"
 #include "engine/error.h"
 #include "engine/factory.h"
 #include "models/sharded_state.h"
@@ -164,9 +165,7 @@ std::vector<std::filesystem::path> TrainingRun::write_validation_maps(const Vali
                                                                       const std::filesystem::path& dir) const {
   // The first sample's tiles put together (every rank takes part; rank 0 writes).
   auto whole = [&](const Tensor& tile) {
-    if (!grid_.spatially_split()) return tile;
-    Tensor t = dist::gather_along(tile, -2 + tile.dim(), data_.info().nlat, grid_.comm(dist::Group::h));
-    return dist::gather_along(t, -1 + t.dim(), data_.info().nlon, grid_.comm(dist::Group::w));
+    return dist::gather_shards(tile, dist::Distribution::sharded_2d(tile.dim() - 2, tile.dim() - 1), grid_);
   };
   const Tensor truth = data_.normalizer.denormalize(whole(select(validation_.truth, 0, 0)));  // (n, C, H, W)
   const Tensor pred = data_.normalizer.denormalize(whole(select(s.prediction, 0, 0)));

@@ -140,14 +140,10 @@ class NcFile {
     }
     return std::nullopt;
   }
+  // The first value of a numeric attribute, if present.
   std::optional<double> number_attr(int var, const char* name) const {
-    nc_type type;
-    size_t len;
-    if (nc_inq_att(id_, var, name, &type, &len) != NC_NOERR || type == NC_CHAR || type == NC_STRING || len < 1)
-      return std::nullopt;
-    std::vector<double> v(len);
-    check(nc_get_att_double(id_, var, name, v.data()), fmt::format("reading attribute '{}'", name));
-    return v[0];
+    const std::vector<double> v = number_attrs(var, name);
+    return v.empty() ? std::nullopt : std::optional<double>(v[0]);
   }
   // Every value of a numeric attribute (empty when absent).
   std::vector<double> number_attrs(int var, const char* name) const {
