@@ -1,16 +1,12 @@
 // SFNO (models/sfno.h) and the layers under it (models/layers.h): torch-harmonics' parameter names,
-// shapes and counts; numeric parity with torch-harmonics 0.9.3 on exported fixtures
-// (tests/models/data/make_sfno_reference.py); forward shapes on both grids; an end-to-end f64
-// gradcheck w.r.t. the input and a selection of parameters; initialisation; train / eval; the
-// state dict round trip; and the errors for options and inputs it refuses.
+// shapes and counts; forward shapes on both grids; an end-to-end f64 gradcheck w.r.t. the input and
+// a selection of parameters; initialisation; train / eval; the state dict round trip; and the
+// errors for options and inputs it refuses. Numeric parity with torch-harmonics: test_sfno_golden.cpp.
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <cstdlib>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -49,50 +45,6 @@ double max_abs(const Tensor& t) {
   return m;
 }
 
-// The fixtures of make_sfno_reference.py: "gsref1\n", then per tensor "name dtype d0,d1,...\n" and
-// its raw little-endian f32 values (c64 as pairs).
-std::map<std::string, Tensor> read_fixture(const std::string& file) {
-  std::vector<std::string> tried;
-  std::string dir = __FILE__;
-  dir = dir.substr(0, dir.find_last_of('/') + 1) + "data/";
-  std::vector<std::string> candidates = {dir + file, "tests/models/data/" + file, "../tests/models/data/" + file};
-  if (const char* env = std::getenv("GS_TEST_DATA_DIR")) candidates.insert(candidates.begin(), std::string(env) + "/" + file);
-  std::ifstream in;
-  for (const auto& c : candidates) {
-    in.open(c, std::ios::binary);
-    if (in) break;
-    in.clear();
-    tried.push_back(c);
-  }
-  if (!in) FAIL("fixture " << file << " not found; tried " << fmt::format("{}", fmt::join(tried, ", ")));
-  std::string line;
-  std::getline(in, line);
-  REQUIRE(line == "gsref1");
-  std::map<std::string, Tensor> out;
-  while (std::getline(in, line)) {
-    std::istringstream hs(line);
-    std::string name, dtype, dims;
-    hs >> name >> dtype >> dims;
-    Shape sizes;
-    std::istringstream ds(dims);
-    for (std::string d; std::getline(ds, d, ',');) sizes.push_back(std::stoll(d));
-    int64_t n = 1;
-    for (auto s : sizes) n *= s;
-    const bool cplx = dtype == "c64";
-    std::vector<float> raw(static_cast<size_t>(n * (cplx ? 2 : 1)));
-    in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size() * sizeof(float)));
-    REQUIRE(in.good());
-    if (cplx) {
-      std::vector<c64> z(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) z[static_cast<size_t>(i)] = c64(raw[2 * i], raw[2 * i + 1]);
-      out[name] = from_vector(z, sizes);
-    } else {
-      out[name] = from_vector(raw, sizes);
-    }
-  }
-  return out;
-}
-
 SfnoOptions tiny_options(DType dtype = DType::f64) {
   SfnoOptions o;
   o.img_size = {8, 16};
@@ -122,7 +74,7 @@ TEST_CASE("SFNO: torch-harmonics' parameter names, shapes and counts") {
     const int64_t formula = C * in + 4 * per_block + out * C;
     CHECK(m.num_parameters() == formula);
     // torch-harmonics 0.9.3: SphericalFourierNeuralOperator(img_size=(32, 64), in_chans=2, out_chans=2,
-    // embed_dim=16, num_layers=4), sum(p.numel() for p in m.parameters()) (make_sfno_reference.py).
+    // embed_dim=16, num_layers=4), sum(p.numel() for p in m.parameters()) (tools/make_golden.py).
     CHECK(m.num_parameters() == 14528);
     CHECK(m.num_parameters(true) == 14528 + 4 * C * C * L);
 
@@ -170,7 +122,7 @@ TEST_CASE("SFNO: torch-harmonics' parameter names, shapes and counts") {
         {"residual_projection.weight", {1, 3, 1, 1}},
     };
     CHECK(shapes_of(m) == expected);
-    // torch-harmonics 0.9.3 with the same arguments (make_sfno_reference.py).
+    // torch-harmonics 0.9.3 with the same arguments (tools/make_golden.py).
     CHECK(m.num_parameters() == 6698);
     std::set<std::string> keys;
     for (const auto& [k, v] : m.state_dict()) keys.insert(k);
@@ -194,61 +146,6 @@ TEST_CASE("SFNO: torch-harmonics' parameter names, shapes and counts") {
     CHECK(s.at("blocks.0.inner_skip.bias") == Shape{4});
     CHECK(s.at("blocks.1.outer_skip.weight") == Shape{4, 4, 1, 1});
     CHECK(s.at("blocks.1.outer_skip.bias") == Shape{4});
-  }
-}
-
-TEST_CASE("SFNO: numeric parity with torch-harmonics 0.9.3 (exported fixtures)") {
-  struct Case {
-    const char* file;
-    SfnoOptions opt;
-  };
-  SfnoOptions a;  // make_sfno_reference.py, config "a"
-  a.img_size = {16, 32}, a.grid = "equiangular", a.scale_factor = 2, a.in_chans = 3, a.out_chans = 2;
-  a.embed_dim = 8, a.num_layers = 3, a.normalization_layer = "layer_norm", a.pos_embed = "learnable latlon";
-  a.bias = true, a.residual_prediction = true;
-  SfnoOptions b;  // config "b"
-  b.img_size = {12, 24}, b.grid = "legendre-gauss", b.scale_factor = 1, b.in_chans = 2, b.out_chans = 2;
-  b.embed_dim = 6, b.num_layers = 2, b.normalization_layer = "instance_norm", b.pos_embed = "spectral";
-  b.activation_function = "relu", b.residual_prediction = true, b.hard_thresholding_fraction = 0.75, b.mlp_ratio = 1.5;
-
-  for (const Case& c : {Case{"sfno_ref_a.bin", a}, Case{"sfno_ref_b.bin", b}}) {
-    auto fx = read_fixture(c.file);
-    const std::string file = c.file;
-    for (DType dt : {DType::f32, DType::f64}) {
-      CAPTURE(file);
-      CAPTURE(dtype_name(dt));
-      SfnoOptions o = c.opt;
-      o.dtype = dt;
-      SFNO m(o);
-      StateDict sd;
-      for (const auto& p : m.named_parameters()) {
-        REQUIRE(fx.count(p.name));
-        sd[p.name] = cast_copy(fx.at(p.name), p.tensor.dtype());
-      }
-      m.load_state_dict(sd);
-      // Every fixture entry is a parameter, the input / output, or a persistent buffer of torch's.
-      for (const auto& [name, t] : fx) {
-        if (name == "input" || name == "output" || sd.count(name)) continue;
-        CHECK(name == "pos_embed.position_embeddings");  // the spectral table, a constant buffer here
-        bool compared = false;
-        for (const auto& buf : m.named_buffers())
-          if (buf.name == name) {
-            CHECK(max_abs_diff(buf.tensor, t) < 1e-6);
-            compared = true;
-          }
-        CHECK(compared);
-      }
-      m.eval();
-      NoGradGuard ng;
-      Tensor y = m.forward(cast_copy(fx.at("input"), dt));
-      const Tensor& ref = fx.at("output");
-      REQUIRE(y.sizes() == ref.sizes());
-      const double scale = max_abs(ref), err = max_abs_diff(y, ref);
-      CAPTURE(scale);
-      CAPTURE(err);
-      CHECK(scale > 0.5);
-      CHECK(err <= 1e-5 * scale);
-    }
   }
 }
 
