@@ -1,0 +1,255 @@
+// graph_runner PROGRAM: runs one autograd graph written by tools/diff_autograd.py and prints what
+// it computed, so that the script can compare gradsphere with PyTorch on the same graph.
+//
+// The program is one statement per line, tokens separated by spaces:
+//   input NAME DTYPE DIMS REQUIRES_GRAD V...   a leaf; DIMS "a,b,c" or "-" for a scalar; values
+//                                              in C99 hex-float or decimal form
+//   op NAME OP ARG...                          NAME = OP(ARG...); an ARG is a variable or a number
+//   inplace OP TARGET ARG...                   OP_(TARGET, ARG...): add_ mul_ copy_ adds_ muls_
+//   loss NAME                                  the scalar that backward starts from
+//   probe NAME V...                            the direction u_i of input NAME for double backward
+// Output, one line each, values in hex floats:
+//   alias NAME 0|1         whether a reshape / flatten / contiguous returned a view (or its input)
+//   value NAME V...        every variable after the whole program ran (views see later writes)
+//   grad NAME V... | grad NAME none            d loss / d input (none: unused)
+//   gradgrad NAME V... | none                  d/d input of sum_i <grad_i, u_i> (create_graph)
+//   error STAGE MESSAGE                        a gs::Error at STAGE (build, backward, double);
+//                                              what ran before it is printed first
+// Exit status 0 when the program was read (an error inside the graph is a result, not a failure),
+// 2 when it could not be read.
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/error.h"
+#include "engine/factory.h"
+#include "ops/ops.h"
+
+namespace {
+
+using gs::Tensor;
+using Args = std::vector<std::string>;
+
+struct Program {
+  std::map<std::string, Tensor> vars;
+  std::vector<std::string> order;   // variables in definition order
+  std::vector<std::string> inputs;  // leaves that require grad
+  std::map<std::string, Tensor> probes;
+  std::string loss;
+};
+
+double number(const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || *end != '\0') throw std::runtime_error("expected a number, got '" + s + "'");
+  return v;
+}
+int64_t integer(const std::string& s) { return static_cast<int64_t>(number(s)); }
+std::vector<int64_t> int_list(const std::string& s) {
+  std::vector<int64_t> out;
+  if (s == "-") return out;
+  std::istringstream in(s);
+  for (std::string d; std::getline(in, d, ',');) out.push_back(integer(d));
+  return out;
+}
+
+gs::DType real_dtype_named(const std::string& s) {
+  if (s == "f64") return gs::DType::f64;
+  if (s == "f32") return gs::DType::f32;
+  throw std::runtime_error("expected dtype f32 or f64, got '" + s + "'");
+}
+
+Tensor values_tensor(const std::vector<double>& v, const gs::Shape& sizes, gs::DType dtype) {
+  return gs::cast_copy(gs::from_vector(v, sizes), dtype);
+}
+
+struct Runner {
+  Program& p;
+  const Tensor& var(const std::string& name) const {
+    auto it = p.vars.find(name);
+    if (it == p.vars.end()) throw std::runtime_error("unknown variable '" + name + "'");
+    return it->second;
+  }
+  // The forward ops the script may use; each takes the statement's arguments after OP.
+  Tensor apply(const std::string& op, const Args& a) const {
+    using namespace gs;
+    auto v = [&](size_t i) -> const Tensor& { return var(a.at(i)); };
+    static const std::map<std::string, Tensor (*)(const Tensor&)> unary = {
+        {"neg", [](const Tensor& x) { return gs::neg(x); }},   {"exp", [](const Tensor& x) { return gs::exp(x); }},
+        {"log", [](const Tensor& x) { return gs::log(x); }},   {"sqrt", [](const Tensor& x) { return gs::sqrt(x); }},
+        {"rsqrt", [](const Tensor& x) { return gs::rsqrt(x); }}, {"abs", [](const Tensor& x) { return gs::abs(x); }},
+        {"tanh", [](const Tensor& x) { return gs::tanh(x); }}, {"sigmoid", [](const Tensor& x) { return gs::sigmoid(x); }},
+        {"relu", [](const Tensor& x) { return gs::relu(x); }}, {"erf", [](const Tensor& x) { return gs::erf(x); }},
+        {"gelu", [](const Tensor& x) { return gs::gelu(x); }},
+        {"gelu_tanh", [](const Tensor& x) { return gs::gelu(x, GeluApprox::tanh); }},
+        {"silu", [](const Tensor& x) { return gs::silu(x); }}, {"square", [](const Tensor& x) { return gs::square(x); }},
+        {"clone", [](const Tensor& x) { return gs::clone(x); }},
+        {"contiguous", [](const Tensor& x) { return gs::contiguous(x); }},
+        {"squeeze_all", [](const Tensor& x) { return gs::squeeze(x); }},
+    };
+    static const std::map<std::string, Tensor (*)(const Tensor&, const Tensor&)> binary = {
+        {"add", [](const Tensor& x, const Tensor& y) { return gs::add(x, y); }},
+        {"sub", [](const Tensor& x, const Tensor& y) { return gs::sub(x, y); }},
+        {"mul", [](const Tensor& x, const Tensor& y) { return gs::mul(x, y); }},
+        {"div", [](const Tensor& x, const Tensor& y) { return gs::div(x, y); }},
+        {"pow", [](const Tensor& x, const Tensor& y) { return gs::pow(x, y); }},
+        {"matmul", [](const Tensor& x, const Tensor& y) { return gs::matmul(x, y); }},
+    };
+    using Reduce = Tensor (*)(const Tensor&, std::vector<int64_t>, bool);
+    static const std::map<std::string, Reduce> reductions = {
+        {"sum", [](const Tensor& x, std::vector<int64_t> d, bool k) { return gs::sum(x, d, k); }},
+        {"mean", [](const Tensor& x, std::vector<int64_t> d, bool k) { return gs::mean(x, d, k); }},
+        {"max", [](const Tensor& x, std::vector<int64_t> d, bool k) { return gs::max(x, d, k); }},
+        {"min", [](const Tensor& x, std::vector<int64_t> d, bool k) { return gs::min(x, d, k); }},
+        {"logsumexp", [](const Tensor& x, std::vector<int64_t> d, bool k) { return gs::logsumexp(x, d, k); }},
+    };
+    if (auto it = unary.find(op); it != unary.end()) return it->second(v(0));
+    if (auto it = binary.find(op); it != binary.end()) return it->second(v(0), v(1));
+    if (auto it = reductions.find(op); it != reductions.end()) return it->second(v(0), int_list(a.at(1)), a.at(2) == "1");
+    if (op == "adds") return gs::add(v(0), number(a.at(1)));
+    if (op == "muls") return gs::mul(v(0), number(a.at(1)));
+    if (op == "pows") return gs::pow(v(0), number(a.at(1)));
+    if (op == "var") return gs::var(v(0), int_list(a.at(1)), integer(a.at(2)), a.at(3) == "1");
+    if (op == "transpose") return gs::transpose(v(0), integer(a.at(1)), integer(a.at(2)));
+    if (op == "permute") return gs::permute(v(0), int_list(a.at(1)));
+    if (op == "select") return gs::select(v(0), integer(a.at(1)), integer(a.at(2)));
+    if (op == "slice") return gs::slice(v(0), integer(a.at(1)), integer(a.at(2)), integer(a.at(3)), integer(a.at(4)));
+    if (op == "narrow") return gs::narrow(v(0), integer(a.at(1)), integer(a.at(2)), integer(a.at(3)));
+    if (op == "expand") return gs::expand(v(0), int_list(a.at(1)));
+    if (op == "reshape") return gs::reshape(v(0), int_list(a.at(1)));
+    if (op == "view") return gs::view(v(0), int_list(a.at(1)));
+    if (op == "flatten") return gs::flatten(v(0), integer(a.at(1)), integer(a.at(2)));
+    if (op == "squeeze") return gs::squeeze(v(0), integer(a.at(1)));
+    if (op == "unsqueeze") return gs::unsqueeze(v(0), integer(a.at(1)));
+    if (op == "cat" || op == "stack") {
+      std::vector<Tensor> ts;
+      for (size_t i = 1; i < a.size(); ++i) ts.push_back(v(i));
+      return op == "cat" ? gs::cat(ts, integer(a.at(0))) : gs::stack(ts, integer(a.at(0)));
+    }
+    throw std::runtime_error("unknown op '" + op + "'");
+  }
+  void apply_inplace(const std::string& op, const Args& a) const {
+    Tensor target = var(a.at(0));  // a handle: the write lands in the variable's tensor
+    if (op == "add_") gs::add_(target, var(a.at(1)), number(a.at(2)));
+    else if (op == "mul_") gs::mul_(target, var(a.at(1)));
+    else if (op == "copy_") gs::copy_(target, var(a.at(1)));
+    else if (op == "adds_") gs::add_(target, number(a.at(1)));
+    else if (op == "muls_") gs::mul_(target, number(a.at(1)));
+    else throw std::runtime_error("unknown in-place op '" + op + "'");
+  }
+};
+
+void print_values(const char* kind, const std::string& name, const Tensor& t) {
+  std::printf("%s %s", kind, name.c_str());
+  if (!t.defined()) {
+    std::printf(" none\n");
+    return;
+  }
+  const Tensor c = gs::cast_copy(gs::contiguous(t.detach()), gs::DType::f64);
+  const double* d = static_cast<const double*>(c.raw_data());
+  for (int64_t i = 0; i < c.numel(); ++i) std::printf(" %a", d[i]);
+  std::printf("\n");
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n') c = ' ';
+  return s;
+}
+
+// Reads the program, runs its forward statements; throws std::runtime_error for a malformed file.
+void run_forward(std::ifstream& in, Program& p) {
+  Runner r{p};
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string kind;
+    if (!(ls >> kind) || kind[0] == '#') continue;
+    Args a;
+    for (std::string t; ls >> t;) a.push_back(t);
+    if (kind == "input" || kind == "probe") {
+      const bool is_input = kind == "input";
+      const size_t first = is_input ? 4 : 1;
+      std::vector<double> v;
+      for (size_t i = first; i < a.size(); ++i) v.push_back(number(a[i]));
+      if (!is_input) {
+        const Tensor& of = r.var(a.at(0));
+        p.probes[a.at(0)] = values_tensor(v, of.sizes(), of.dtype());
+        continue;
+      }
+      Tensor t = values_tensor(v, int_list(a.at(2)), real_dtype_named(a.at(1)));
+      if (a.at(3) == "1") {
+        t.set_requires_grad(true);
+        p.inputs.push_back(a.at(0));
+      }
+      p.vars[a.at(0)] = t;
+      p.order.push_back(a.at(0));
+    } else if (kind == "op") {
+      Tensor t = r.apply(a.at(1), Args(a.begin() + 2, a.end()));
+      if (a.at(1) == "reshape" || a.at(1) == "flatten" || a.at(1) == "contiguous")
+        std::printf("alias %s %d\n", a.at(0).c_str(), int(t.is_view() || t.is_same(r.var(a.at(2)))));
+      p.vars[a.at(0)] = t;
+      p.order.push_back(a.at(0));
+    } else if (kind == "inplace") {
+      r.apply_inplace(a.at(0), Args(a.begin() + 1, a.end()));
+    } else if (kind == "loss") {
+      p.loss = a.at(0);
+    } else {
+      throw std::runtime_error("unknown statement '" + kind + "'");
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: graph_runner PROGRAM\n");
+    return 2;
+  }
+  std::ifstream in(argv[1]);
+  if (!in) {
+    std::fprintf(stderr, "graph_runner: cannot open '%s'\n", argv[1]);
+    return 2;
+  }
+  Program p;
+  const char* stage = "build";
+  try {
+    run_forward(in, p);
+    for (const auto& name : p.order) print_values("value", name, p.vars.at(name));
+    std::vector<Tensor> xs;
+    for (const auto& name : p.inputs) xs.push_back(p.vars.at(name));
+    if (p.loss.empty() || xs.empty()) return 0;
+    stage = "backward";
+    gs::GradOptions first;
+    first.create_graph = true;
+    first.allow_unused = true;
+    const auto g = gs::grad({p.vars.at(p.loss)}, xs, {}, first);
+    for (size_t i = 0; i < xs.size(); ++i) print_values("grad", p.inputs[i], g[i]);
+    stage = "double";
+    Tensor s;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (!g[i].defined() || !g[i].requires_grad() || !p.probes.count(p.inputs[i])) continue;
+      Tensor term = gs::sum(gs::mul(g[i], p.probes.at(p.inputs[i])));
+      s = s.defined() ? gs::add(s, term) : term;
+    }
+    if (!s.defined()) return 0;
+    gs::GradOptions second;
+    second.allow_unused = true;
+    const auto gg = gs::grad({s}, xs, {}, second);
+    for (size_t i = 0; i < xs.size(); ++i) print_values("gradgrad", p.inputs[i], gg[i]);
+  } catch (const gs::Error& e) {
+    std::fflush(stdout);
+    std::printf("error %s %s\n", stage, one_line(e.what()).c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "graph_runner: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,614 @@
+#!/usr/bin/env python3
+"""Differential testing of gradsphere's autograd against PyTorch on random graphs.
+
+A reference tool, like compare_sht.py: not part of the build or the tests, and it writes nothing
+into the repository. It needs torch in a virtual environment outside the repository (see
+compare_sht.py) and the runner built by `ninja -C build` (build/tests/tools/graph_runner).
+
+    /opt/gs-ref/bin/python tools/diff_autograd.py --graphs 2000 --seed 1 [--keep DIR]
+
+Each graph is a small program (the format is in tests/tools/graph_runner.cpp) over the ops both
+sides have: elementwise ops with broadcasting, reductions, every view kind, matmul, cat/stack,
+and in-place writes (add_, mul_, copy_ and their scalar forms) on intermediates, on views of
+them (including an operand that aliases the written tensor) and on constant leaves. The same text
+runs in gradsphere (graph_runner) and in PyTorch (this script), and the two are compared on:
+
+  values     every variable after the program ran (views see later in-place writes)
+  grad       d loss / d input for every input that requires grad
+  gradgrad   d/d input of sum_i <grad_i, u_i> (double backward, create_graph)
+  errors     a refusal on one side only is a mismatch; both refusing is agreement (e.g. a saved
+             tensor modified in place, or an in-place write on a view of a leaf)
+
+An unused gradient (None) equals zeros. f64 graphs are compared to 1e-9 relative to the largest
+magnitude of the tensor (at least 1e-12 absolute), f32 graphs (--dtype f32) to 1e-4 (at least 1e-6).
+Mismatching programs are written to --keep (default /tmp/gs-diff-autograd) for replay:
+
+    build/tests/tools/graph_runner /tmp/gs-diff-autograd/graph-123.txt
+    python tools/diff_autograd.py --replay /tmp/gs-diff-autograd/graph-123.txt
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+UNARY = ["neg", "exp", "tanh", "sigmoid", "relu", "erf", "gelu", "gelu_tanh", "silu", "square", "abs",
+         "clone", "contiguous"]
+POSITIVE_UNARY = ["log", "sqrt", "rsqrt"]
+BINARY = ["add", "sub", "mul"]
+REDUCE = ["sum", "mean", "max", "min", "logsumexp"]
+# Ops that return a view or a copy depending on the input's strides (torch leaves which unspecified).
+MAYBE_VIEW_OPS = {"reshape", "flatten", "contiguous"}
+
+
+# ---------------------------------------------------------------- graph generation
+
+class Var:
+    def __init__(self, name, shape, leaf=False, requires_grad=False, base=None):
+        self.name, self.shape = name, tuple(shape)
+        self.leaf, self.requires_grad = leaf, requires_grad
+        self.base = base  # the Var whose storage this view shares (None: owns its storage)
+        self.kind = "input" if leaf else None  # the op that made it
+
+    def root(self):
+        return self if self.base is None else self.base.root()
+
+
+def broadcast_to_ok(src, dst):
+    """src broadcasts to exactly dst (what an in-place write's operand must do)."""
+    if len(src) > len(dst):
+        return False
+    return all(s in (1, d) for s, d in zip(reversed(src), reversed(dst)))
+
+
+def broadcast_ok(a, b):
+    return all(x == y or x == 1 or y == 1 for x, y in zip(reversed(a), reversed(b)))
+
+
+class Generator:
+    def __init__(self, rng, dtype):
+        self.rng, self.dtype = rng, dtype
+        self.lines, self.vars, self.count = [], [], 0
+
+    def fresh(self):
+        self.count += 1
+        return f"t{self.count}"
+
+    def value_text(self, n):
+        return " ".join(float.hex(round(self.rng.gauss(0, 1), 6)) for _ in range(n))
+
+    def input(self, shape, requires_grad):
+        v = Var(self.fresh(), shape, leaf=True, requires_grad=requires_grad)
+        n = 1
+        for s in shape:
+            n *= s
+        dims = ",".join(map(str, shape)) if shape else "-"
+        self.lines.append(f"input {v.name} {self.dtype} {dims} {int(requires_grad)} {self.value_text(n)}")
+        self.vars.append(v)
+        return v
+
+    def op(self, opname, args, shape, view_of=None):
+        v = Var(self.fresh(), shape, base=view_of)
+        v.requires_grad = any(isinstance(a, Var) and a.requires_grad for a in args)
+        v.kind = opname
+        text = " ".join(a.name if isinstance(a, Var) else str(a) for a in args)
+        self.lines.append(f"op {v.name} {opname} {text}")
+        self.vars.append(v)
+        return v
+
+    def random_shape(self):
+        return tuple(self.rng.randint(1, 4) for _ in range(self.rng.randint(1, 3)))
+
+    def pick(self, pred=lambda v: True):
+        cands = [v for v in self.vars if pred(v)]
+        return self.rng.choice(cands) if cands else None
+
+    def positive(self, x):
+        return self.op("adds", [self.op("sigmoid", [x], x.shape), 0.25], x.shape)
+
+    # --- statement kinds
+    def unary(self):
+        x = self.pick()
+        if self.rng.random() < 0.25:
+            return self.op(self.rng.choice(POSITIVE_UNARY), [self.positive(x)], x.shape)
+        return self.op(self.rng.choice(UNARY), [x], x.shape)
+
+    def scalar(self):
+        x = self.pick()
+        kind = self.rng.choice(["adds", "muls", "pows"])
+        if kind == "pows":
+            return self.op("pows", [self.positive(x), self.rng.choice([2, 3, 0.5, -1.5])], x.shape)
+        return self.op(kind, [x, round(self.rng.uniform(-2, 2), 3)], x.shape)
+
+    def binary(self):
+        a = self.pick()
+        b = self.pick(lambda v: broadcast_ok(a.shape, v.shape))
+        if b is None or self.rng.random() < 0.2:
+            b = self.input(a.shape[self.rng.randint(0, len(a.shape)):], self.rng.random() < 0.5)
+        out = tuple(max(x, y) for x, y in zip(((1,) * (len(b.shape) - len(a.shape)) + a.shape),
+                                               ((1,) * (len(a.shape) - len(b.shape)) + b.shape)))
+        kind = self.rng.choice(BINARY + ["div", "pow"])
+        if kind == "div":
+            return self.op("div", [a, self.positive(b)], out)
+        if kind == "pow":
+            return self.op("pow", [self.positive(a), b], out)
+        return self.op(kind, [a, b], out)
+
+    def reduce(self):
+        x = self.pick(lambda v: len(v.shape) >= 1)
+        kind = self.rng.choice(REDUCE + ["var"])
+        nd = len(x.shape)
+        dims = sorted(self.rng.sample(range(nd), self.rng.randint(1, nd)))
+        keep = self.rng.random() < 0.5
+        shape = tuple((1 if i in dims else s) for i, s in enumerate(x.shape) if keep or i not in dims)
+        dtext = ",".join(map(str, dims))
+        if kind == "var":
+            if all(x.shape[d] == 1 for d in dims):
+                return None
+            return self.op("var", [x, dtext, self.rng.choice([0, 1]), int(keep)], shape)
+        return self.op(kind, [x, dtext, int(keep)], shape)
+
+    def view(self):
+        x = self.pick(lambda v: len(v.shape) >= 1)
+        nd, s = len(x.shape), list(x.shape)
+        kind = self.rng.choice(["transpose", "permute", "select", "slice", "narrow", "expand", "reshape",
+                                "flatten", "squeeze", "unsqueeze"])
+        if kind == "transpose" and nd >= 2:
+            d0, d1 = self.rng.sample(range(nd), 2)
+            s[d0], s[d1] = s[d1], s[d0]
+            return self.op("transpose", [x, d0, d1], s, view_of=x)
+        if kind == "permute":
+            perm = list(range(nd))
+            self.rng.shuffle(perm)
+            return self.op("permute", [x, ",".join(map(str, perm))], [x.shape[p] for p in perm], view_of=x)
+        if kind == "select":
+            d = self.rng.randrange(nd)
+            i = self.rng.randrange(s[d])
+            return self.op("select", [x, d, i], s[:d] + s[d + 1:], view_of=x)
+        if kind == "slice":
+            d = self.rng.randrange(nd)
+            start, step = self.rng.randrange(s[d]), self.rng.choice([1, 2])
+            end = self.rng.randint(start + 1, s[d])
+            s[d] = len(range(start, end, step))
+            return self.op("slice", [x, d, start, end, step], s, view_of=x)
+        if kind == "narrow":
+            d = self.rng.randrange(nd)
+            start = self.rng.randrange(s[d])
+            length = self.rng.randint(1, s[d] - start)
+            s[d] = length
+            return self.op("narrow", [x, d, start, length], s, view_of=x)
+        if kind == "expand" and 1 in s:
+            s = [self.rng.randint(2, 3) if v == 1 else v for v in s]
+            return self.op("expand", [x, ",".join(map(str, s))], s, view_of=x)
+        if kind == "reshape":
+            n = 1
+            for v in s:
+                n *= v
+            divisors = [d for d in range(1, n + 1) if n % d == 0]
+            first = self.rng.choice(divisors)
+            return self.op("reshape", [x, f"{first},-1"], [first, n // first], view_of=x)
+        if kind == "flatten" and nd >= 2:
+            return self.op("flatten", [x, 0, nd - 1], [math.prod(s)], view_of=x)
+        if kind == "squeeze" and 1 in s and nd >= 2:
+            d = s.index(1)
+            return self.op("squeeze", [x, d], s[:d] + s[d + 1:], view_of=x)
+        d = self.rng.randint(0, nd)
+        return self.op("unsqueeze", [x, d], s[:d] + [1] + s[d:], view_of=x)
+
+    def matmul(self):
+        a = self.pick(lambda v: len(v.shape) in (1, 2))
+        if a is None:
+            return None
+        k = a.shape[-1]
+        if self.rng.random() < 0.5:
+            b = self.pick(lambda v: len(v.shape) in (1, 2) and v.shape[0] == k)
+        else:
+            b = None
+        if b is None:
+            b = self.input((k, self.rng.randint(1, 3)) if self.rng.random() < 0.7 else (k,), self.rng.random() < 0.6)
+        shape = a.shape[:-1] + b.shape[1:]
+        return self.op("matmul", [a, b], shape)
+
+    def cat(self):
+        a = self.pick(lambda v: len(v.shape) >= 1)
+        others = [v for v in self.vars if v.shape == a.shape]
+        parts = [a] + [self.rng.choice(others) for _ in range(self.rng.randint(1, 2))]
+        if self.rng.random() < 0.5:
+            d = self.rng.randrange(len(a.shape))
+            s = list(a.shape)
+            s[d] *= len(parts)
+            return self.op("cat", [d] + parts, s)
+        d = self.rng.randint(0, len(a.shape))
+        s = list(a.shape)
+        s.insert(d, len(parts))
+        return self.op("stack", [d] + parts, s)
+
+    def inplace(self):
+        # Targets PyTorch accepts: not a leaf that requires grad, nor a view of one.
+        def writable(v):
+            r = v.root()
+            expanded, x = False, v
+            while x.base is not None:  # a write through an expanded view is refused by both
+                expanded, x = expanded or x.kind == "expand", x.base
+            return not (r.leaf and r.requires_grad) and not expanded
+        t = self.pick(writable)
+        if t is None:
+            return None
+        kind = self.rng.choice(["add_", "mul_", "copy_", "adds_", "muls_"])
+        if kind in ("adds_", "muls_"):
+            self.lines.append(f"inplace {kind} {t.name} {round(self.rng.uniform(-2, 2), 3)}")
+        else:
+            o = self.pick(lambda v: broadcast_to_ok(v.shape, t.shape) and v is not t)
+            if o is None:
+                o = self.input(t.shape, True)
+            extra = f" {self.rng.choice([1, -0.5, 2])}" if kind == "add_" else ""
+            self.lines.append(f"inplace {kind} {t.name} {o.name}{extra}")
+            if o.requires_grad:
+                t.requires_grad = True
+                v = t
+                while v.base is not None:
+                    v = v.base
+                    v.requires_grad = True
+        return t
+
+    def graph(self, size):
+        for _ in range(self.rng.randint(1, 3)):
+            self.input(self.random_shape(), True)
+        if self.rng.random() < 0.5:
+            self.input(self.random_shape(), False)
+        makers = [(self.unary, 3), (self.scalar, 2), (self.binary, 3), (self.reduce, 2), (self.view, 4),
+                  (self.matmul, 1), (self.cat, 1), (self.inplace, 4)]
+        for _ in range(size):
+            fn = self.rng.choices([m for m, _ in makers], [w for _, w in makers])[0]
+            fn()
+        # loss = sum_k sum(v_k * c_k) over the last few variables that need grad (or any)
+        terms = [v for v in self.vars[-4:]] + self.rng.sample(self.vars, min(2, len(self.vars)))
+        loss = None
+        for v in terms:
+            c = self.input(v.shape, False)
+            term = self.op("sum", [self.op("mul", [v, c], v.shape), "-", 0], ())
+            loss = term if loss is None else self.op("add", [loss, term], ())
+        self.lines.append(f"loss {loss.name}")
+        for v in self.vars:
+            if v.leaf and v.requires_grad:
+                n = 1
+                for s in v.shape:
+                    n *= s
+                self.lines.append(f"probe {v.name} {self.value_text(n)}")
+        return "\n".join(self.lines) + "\n"
+
+
+# ---------------------------------------------------------------- the PyTorch side
+
+def run_torch(text, clone_saved=False, clone_operands=False):
+    """Runs a program in PyTorch. clone_saved: every tensor saved for backward is copied when it is
+    saved (value semantics: torch's refusal of a saved tensor modified in place becomes the values
+    the forward saw). clone_operands: an in-place op's tensor operand is cloned first (torch refuses
+    one that partly overlaps the written tensor; gradsphere reads it as its value before the write)."""
+    import contextlib
+    import torch
+    import torch.nn.functional as F
+
+    out, env, inputs, probes, loss = [], {}, [], {}, None
+    order = []
+    dtypes = {"f64": torch.float64, "f32": torch.float32}
+
+    def num(s):
+        return float.fromhex(s) if "0x" in s else float(s)
+
+    def ints(s):
+        return [] if s == "-" else [int(float(d)) for d in s.split(",")]
+
+    def reduce(fn_all, fn_dims, x, dims, keep):
+        d = ints(dims)
+        if not d:
+            return fn_all(x) if not keep else fn_dims(x, tuple(range(x.dim())), True)
+        return fn_dims(x, tuple(d), keep == "1")
+
+    unary = {"neg": torch.neg, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
+             "abs": torch.abs, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "erf": torch.erf,
+             "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
+             "square": torch.square, "clone": torch.clone, "contiguous": lambda x: x.contiguous(),
+             "squeeze_all": torch.squeeze}
+    binary = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
+              "matmul": torch.matmul}
+    reductions = {"sum": (torch.sum, lambda x, d, k: torch.sum(x, d, keepdim=k)),
+                  "mean": (torch.mean, lambda x, d, k: torch.mean(x, d, keepdim=k)),
+                  "max": (torch.max, lambda x, d, k: torch.amax(x, d, keepdim=k)),
+                  "min": (torch.min, lambda x, d, k: torch.amin(x, d, keepdim=k)),
+                  "logsumexp": (lambda x: torch.logsumexp(x, tuple(range(x.dim()))),
+                                lambda x, d, k: torch.logsumexp(x, d, keepdim=k))}
+
+    def apply(op, a):
+        v = lambda i: env[a[i]]
+        if op in unary:
+            return unary[op](v(0))
+        if op in binary:
+            return binary[op](v(0), v(1))
+        if op in reductions:
+            fa, fd = reductions[op]
+            return reduce(fa, fd, v(0), a[1], a[2])
+        if op == "adds":
+            return v(0) + num(a[1])
+        if op == "muls":
+            return v(0) * num(a[1])
+        if op == "pows":
+            return torch.pow(v(0), num(a[1]))
+        if op == "var":
+            return torch.var(v(0), tuple(ints(a[1])), correction=int(a[2]), keepdim=a[3] == "1")
+        if op == "transpose":
+            return v(0).transpose(int(a[1]), int(a[2]))
+        if op == "permute":
+            return v(0).permute(*ints(a[1]))
+        if op == "select":
+            return v(0).select(int(a[1]), int(a[2]))
+        if op == "slice":
+            d, s, e, st = (int(x) for x in a[1:5])
+            return v(0)[(slice(None),) * d + (slice(s, e, st),)]
+        if op == "narrow":
+            return v(0).narrow(int(a[1]), int(a[2]), int(a[3]))
+        if op == "expand":
+            return v(0).expand(*ints(a[1]))
+        if op == "reshape":
+            return v(0).reshape(*ints(a[1]))
+        if op == "view":
+            return v(0).view(*ints(a[1]))
+        if op == "flatten":
+            return v(0).flatten(int(a[1]), int(a[2]))
+        if op == "squeeze":
+            return v(0).squeeze(int(a[1]))
+        if op == "unsqueeze":
+            return v(0).unsqueeze(int(a[1]))
+        if op in ("cat", "stack"):
+            ts = [env[n] for n in a[1:]]
+            return torch.cat(ts, int(a[0])) if op == "cat" else torch.stack(ts, int(a[0]))
+        raise ValueError(f"unknown op {op}")
+
+    def fmt(kind, name, t):
+        if t is None:
+            return f"{kind} {name} none"
+        if t._is_zerotensor():  # torch's efficient zeros (e.g. abs's second derivative) have no storage
+            t = torch.zeros(t.shape, dtype=t.dtype)
+        vals = t.detach().contiguous().to(torch.float64).reshape(-1).tolist()
+        return f"{kind} {name} " + " ".join(float.hex(x) for x in vals)
+
+    stage = "build"
+    saves, current = [], [None]  # (statement's op, tensor, its version when saved)
+
+    def pack(t):
+        saves.append((current[0], t, t._version))
+        return t.clone()
+
+    hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t) if clone_saved else contextlib.nullcontext()
+    try:
+        hooks.__enter__()
+        for line in text.splitlines():
+            p = line.split()
+            if not p or p[0].startswith("#"):
+                continue
+            kind, a = p[0], p[1:]
+            if kind == "input":
+                shape = ints(a[2])
+                t = torch.tensor([num(x) for x in a[4:]], dtype=dtypes[a[1]]).reshape(shape)
+                if a[3] == "1":
+                    t.requires_grad_(True)
+                    inputs.append(a[0])
+                env[a[0]] = t
+                order.append(a[0])
+            elif kind == "op":
+                current[0] = a[1]
+                r = apply(a[1], a[2:])
+                if a[1] in MAYBE_VIEW_OPS:
+                    out.append(f"alias {a[0]} {int(r._is_view() or r is env[a[2]])}")
+                env[a[0]] = r
+                order.append(a[0])
+            elif kind == "inplace":
+                current[0] = a[0]
+                t = env[a[1]]
+                # torch 2.14 takes a view made before its base gained history (through an in-place
+                # op) for "a leaf Variable that requires grad" unless its grad_fn was read first,
+                # which regenerates it: read it, so torch follows its own view semantics.
+                t.grad_fn
+                def operand(n):
+                    o = env[n]
+                    if clone_operands:
+                        return o.clone()
+                    same_memory = o.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+                    identical = (o.data_ptr(), o.shape, o.stride()) == (t.data_ptr(), t.shape, t.stride())
+                    if same_memory and not identical:
+                        # torch refuses most of these; the ones it misses (a broadcast view of part
+                        # of the target) it reads while writing, so the result depends on its loop.
+                        raise RuntimeError("some elements of the input tensor and the written-to tensor refer to "
+                                           "a single memory location (diff_autograd: aliased operand)")
+                    return o
+                with torch.autograd.set_grad_enabled(True):
+                    if a[0] == "add_":
+                        t.add_(operand(a[2]), alpha=num(a[3]))
+                    elif a[0] == "mul_":
+                        t.mul_(operand(a[2]))
+                    elif a[0] == "copy_":
+                        t.copy_(operand(a[2]))
+                    elif a[0] == "adds_":
+                        t.add_(num(a[2]))
+                    elif a[0] == "muls_":
+                        t.mul_(num(a[2]))
+            elif kind == "loss":
+                loss = a[0]
+            elif kind == "probe":
+                probes[a[0]] = torch.tensor([num(x) for x in a[1:]], dtype=env[a[0]].dtype).reshape(env[a[0]].shape)
+        for n in order:
+            out.append(fmt("value", n, env[n]))
+        # Which ops saved a tensor that a later in-place write changed (what torch refuses).
+        out += [f"note written-save {op}" for op in sorted({op for op, t, v in saves if t._version != v})]
+        xs = [env[n] for n in inputs]
+        if loss is None or not xs:
+            return out
+        stage = "backward"
+        g = torch.autograd.grad(env[loss], xs, create_graph=True, allow_unused=True)
+        out += [fmt("grad", n, gi) for n, gi in zip(inputs, g)]
+        stage = "double"
+        s = None
+        for n, gi in zip(inputs, g):
+            if gi is None or not gi.requires_grad or n not in probes:
+                continue
+            term = (gi * probes[n]).sum()
+            s = term if s is None else s + term
+        if s is None:
+            return out
+        gg = torch.autograd.grad(s, xs, allow_unused=True)
+        out += [fmt("gradgrad", n, gi) for n, gi in zip(inputs, gg)]
+    except RuntimeError as e:
+        out.append(f"error {stage} " + " ".join(str(e).split()))
+    finally:
+        hooks.__exit__(None, None, None)
+    return out
+
+
+# ---------------------------------------------------------------- comparison
+
+def parse(lines):
+    res, err = {}, None
+    for line in lines:
+        p = line.split()
+        if not p:
+            continue
+        if p[0] == "error":
+            err = (p[1], " ".join(p[2:]))
+            continue
+        if p[0] == "note":
+            continue
+        if p[0] == "alias":
+            res[("alias", p[1])] = [float(p[2])]
+            continue
+        vals = None if p[2:] == ["none"] else [float.fromhex(x) for x in p[2:]]
+        res[(p[0], p[1])] = vals
+    return res, err
+
+
+def compare(gs_lines, torch_lines, tol, atol):
+    g, ge = parse(gs_lines)
+    t, te = parse(torch_lines)
+    problems = []
+    if (ge is None) != (te is None):
+        problems.append(("refused-by-gradsphere" if ge else "refused-by-torch",
+                         f"gradsphere: {ge}  torch: {te}"))
+    both_ran = ge is None and te is None
+    for key in sorted(set(g) | set(t)):
+        if key not in g or key not in t:
+            # No double-backward line means no first gradient had history: zeros, as None does.
+            if key[0] == "gradgrad" and both_ran:
+                g.setdefault(key, None), t.setdefault(key, None)
+            else:
+                if both_ran:
+                    problems.append((key[0], f"{key[1]}: missing in {'gradsphere' if key not in g else 'torch'}"))
+                continue
+        a, b = g[key], t[key]
+        if a is None and b is None:
+            continue
+        if a is None or b is None:
+            a = a if a is not None else [0.0] * len(b)
+            b = b if b is not None else [0.0] * len(a)
+        if len(a) != len(b):
+            problems.append((key[0], f"{key[1]}: {len(a)} values against torch's {len(b)}"))
+            continue
+        scale = max([abs(x) for x in b] + [0.0])
+        worst = max((abs(x - y) if x == x and y == y else (0.0 if x != x and y != y else float("inf")))
+                    for x, y in zip(a, b)) if a else 0.0
+        if worst > max(tol * scale, atol):
+            problems.append((key[0], f"{key[1]}: max |diff| {worst:.3g} (scale {scale:.3g})"))
+    return problems
+
+
+def run_gs(runner, text):
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write(text)
+        path = f.name
+    try:
+        r = subprocess.run([runner, path], capture_output=True, text=True, timeout=60)
+    finally:
+        os.unlink(path)
+    if r.returncode != 0:
+        return [f"error runner exit {r.returncode}: {r.stderr.strip()}"]
+    return r.stdout.splitlines()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--graphs", type=int, default=500)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--size", type=int, default=10, help="statements per graph (before the loss)")
+    ap.add_argument("--dtype", choices=["f64", "f32"], default="f64")
+    ap.add_argument("--runner", default="build/tests/tools/graph_runner")
+    ap.add_argument("--keep", default="/tmp/gs-diff-autograd")
+    ap.add_argument("--replay", help="run one program file and print both sides' differences")
+    args = ap.parse_args()
+    tol, atol = (1e-9, 1e-12) if args.dtype == "f64" else (1e-4, 1e-6)
+    if args.replay:
+        text = open(args.replay).read()
+        for p in compare(run_gs(args.runner, text), run_torch(text), tol, atol):
+            print(*p)
+        return 0
+    os.makedirs(args.keep, exist_ok=True)
+    rng = random.Random(args.seed)
+    counts = collections.Counter()
+    kinds = collections.Counter()
+    written_saves = collections.Counter()  # ops whose saved tensor torch refuses and gradsphere needs not
+    statements = 0
+    for i in range(args.graphs):
+        text = Generator(rng, args.dtype).graph(args.size)
+        statements += sum(1 for l in text.splitlines() if l.startswith(("op ", "inplace ")))
+        for l in text.splitlines():
+            p = l.split()
+            kinds[p[2] if p[0] == "op" else p[1] if p[0] == "inplace" else p[0]] += 1
+        gs_out, th_out = run_gs(args.runner, text), run_torch(text)
+        gs_err = next((l for l in gs_out if l.startswith("error")), None)
+        th_err = next((l for l in th_out if l.startswith("error")), None)
+        extension = None
+        if th_err and not gs_err:
+            # Where torch refuses and gradsphere defines a meaning (README "Differences"), compare
+            # with torch run under that meaning.
+            if "refer to a single memory location" in th_err:
+                extension, th_out = "aliased operand (torch refuses)", run_torch(text, clone_operands=True)
+            elif "modified by an inplace operation" in th_err:
+                extension, th_out = "saved tensor written (torch refuses)", run_torch(text, clone_saved=True)
+            th_err = next((l for l in th_out if l.startswith("error")), None)
+            if th_err and "modified by an inplace operation" in th_err:
+                extension, th_out = extension + " + saved", run_torch(text, clone_operands=True, clone_saved=True)
+        problems = compare(gs_out, th_out, tol, atol)
+        both_refused = gs_err is not None and th_err is not None
+        if any(kind == "alias" for kind, _ in problems):
+            # torch's elementwise results keep their input's layout, gradsphere's are contiguous, so
+            # a later reshape may be a view on one side and a copy on the other (torch: unspecified).
+            counts["layout: reshape is a view on one side only (not compared)"] += 1
+        elif problems:
+            counts["mismatch"] += 1
+            path = os.path.join(args.keep, f"graph-{i}.txt")
+            with open(path, "w") as f:
+                f.write(text)
+            for kind, what in problems[:3]:
+                print(f"graph {i} ({path}): {kind}: {what}")
+        elif extension:
+            counts["agree where torch refuses: " + extension] += 1
+            for l in th_out:
+                if l.startswith("note written-save"):
+                    written_saves[l.split()[2]] += 1
+        elif both_refused:
+            counts["both refused"] += 1
+        else:
+            counts["agree"] += 1
+    print(f"\n{args.graphs} graphs ({args.dtype}, seed {args.seed}, {statements} statements): "
+          + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
+    if written_saves:
+        print("torch refused a saved tensor written in place, gradsphere did not save it, in:",
+              ", ".join(f"{k} {v}" for k, v in written_saves.most_common()))
+    print("statements by kind:", ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
+    return 1 if counts["mismatch"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
