@@ -103,9 +103,16 @@ Tensor view_as_complex(const Tensor& x) {
            "strides {}",
            x.meta_str(), shape_str(x.strides()));
   Shape sizes(x.sizes().begin(), x.sizes().end() - 1), strides(x.strides().begin(), x.strides().end() - 1);
-  for (auto s : strides) GS_CHECK(s % 2 == 0, "view_as_complex: strides {} are not multiples of 2", shape_str(x.strides()));
+  for (size_t d = 0; d < strides.size(); ++d) {
+    if (sizes[d] == 1) {  // never stepped along, so any stride describes the same elements (as torch)
+      strides[d] = 1;
+      continue;
+    }
+    GS_CHECK(strides[d] % 2 == 0, "view_as_complex: strides {} are not multiples of 2 (in a dim of size > 1)",
+             shape_str(x.strides()));
+    strides[d] /= 2;
+  }
   GS_CHECK(x.offset() % 2 == 0, "view_as_complex: the storage offset {} is odd", x.offset());
-  for (auto& s : strides) s /= 2;
   Tensor out = alias_with_geometry(x, sizes, strides, x.offset() / 2, complex_dtype(x.dtype()));
   if (should_record({x}))
     record_op("view_as_complex", {x}, {&out}, {}, {}, [](BackwardContext&, const std::vector<Tensor>& g) {

@@ -54,6 +54,7 @@ class Var:
         self.leaf, self.requires_grad = leaf, requires_grad
         self.base = base  # the Var whose storage this view shares (None: owns its storage)
         self.kind = "input" if leaf else None  # the op that made it
+        self.cplx = False  # complex (c128 / c64)
 
     def root(self):
         return self if self.base is None else self.base.root()
@@ -71,8 +72,8 @@ def broadcast_ok(a, b):
 
 
 class Generator:
-    def __init__(self, rng, dtype):
-        self.rng, self.dtype = rng, dtype
+    def __init__(self, rng, dtype, complex_mode=False):
+        self.rng, self.dtype, self.complex_mode = rng, dtype, complex_mode
         self.lines, self.vars, self.count = [], [], 0
 
     def fresh(self):
@@ -92,8 +93,9 @@ class Generator:
         self.vars.append(v)
         return v
 
-    def op(self, opname, args, shape, view_of=None):
+    def op(self, opname, args, shape, view_of=None, cplx=False):
         v = Var(self.fresh(), shape, base=view_of)
+        v.cplx = cplx
         v.requires_grad = any(isinstance(a, Var) and a.requires_grad for a in args)
         v.kind = opname
         text = " ".join(a.name if isinstance(a, Var) else str(a) for a in args)
@@ -104,8 +106,9 @@ class Generator:
     def random_shape(self):
         return tuple(self.rng.randint(1, 4) for _ in range(self.rng.randint(1, 3)))
 
-    def pick(self, pred=lambda v: True):
-        cands = [v for v in self.vars if pred(v)]
+    def pick(self, pred=lambda v: True, cplx=False):
+        """A random variable satisfying pred, real or complex as cplx says (None: either)."""
+        cands = [v for v in self.vars if pred(v) and (cplx is None or v.cplx == cplx)]
         return self.rng.choice(cands) if cands else None
 
     def positive(self, x):
@@ -154,7 +157,15 @@ class Generator:
         return self.op(kind, [x, dtext, int(keep)], shape)
 
     def view(self):
-        x = self.pick(lambda v: len(v.shape) >= 1)
+        x = self.pick(lambda v: len(v.shape) >= 1, cplx=None if self.complex_mode else False)
+        op = self.op
+        self.op = lambda name, args, shape, view_of=None: op(name, args, shape, view_of, cplx=x.cplx)
+        try:
+            return self.view_of(x)
+        finally:
+            self.op = op
+
+    def view_of(self, x):
         nd, s = len(x.shape), list(x.shape)
         kind = self.rng.choice(["transpose", "permute", "select", "slice", "narrow", "expand", "reshape",
                                 "flatten", "squeeze", "unsqueeze"])
@@ -216,7 +227,7 @@ class Generator:
 
     def cat(self):
         a = self.pick(lambda v: len(v.shape) >= 1)
-        others = [v for v in self.vars if v.shape == a.shape]
+        others = [v for v in self.vars if v.shape == a.shape and not v.cplx]
         parts = [a] + [self.rng.choice(others) for _ in range(self.rng.randint(1, 2))]
         if self.rng.random() < 0.5:
             d = self.rng.randrange(len(a.shape))
@@ -236,16 +247,16 @@ class Generator:
             while x.base is not None:  # a write through an expanded view is refused by both
                 expanded, x = expanded or x.kind == "expand", x.base
             return not (r.leaf and r.requires_grad) and not expanded
-        t = self.pick(writable)
+        t = self.pick(writable, cplx=None if self.complex_mode else False)
         if t is None:
             return None
         kind = self.rng.choice(["add_", "mul_", "copy_", "adds_", "muls_"])
         if kind in ("adds_", "muls_"):
             self.lines.append(f"inplace {kind} {t.name} {round(self.rng.uniform(-2, 2), 3)}")
         else:
-            o = self.pick(lambda v: broadcast_to_ok(v.shape, t.shape) and v is not t)
+            o = self.pick(lambda v: broadcast_to_ok(v.shape, t.shape) and v is not t, cplx=t.cplx)
             if o is None:
-                o = self.input(t.shape, True)
+                o = self.complex_of(t.shape) if t.cplx else self.input(t.shape, True)
             extra = f" {self.rng.choice([1, -0.5, 2])}" if kind == "add_" else ""
             self.lines.append(f"inplace {kind} {t.name} {o.name}{extra}")
             if o.requires_grad:
@@ -256,6 +267,41 @@ class Generator:
                     v.requires_grad = True
         return t
 
+    # --- complex statements (--complex): made from real pairs, seen through real views
+    def complex_of(self, shape):
+        re = self.pick(lambda v: v.shape == tuple(shape)) or self.input(shape, True)
+        im = self.pick(lambda v: v.shape == tuple(shape)) or self.input(shape, self.rng.random() < 0.5)
+        return self.op("complex", [re, im], shape, cplx=True)
+
+    def complex_make(self):
+        return self.complex_of(self.pick().shape)
+
+    def complex_unary(self):
+        z = self.pick(cplx=True) or self.complex_make()
+        kind = self.rng.choice(["neg", "exp", "square", "clone", "conj", "abs", "real", "imag", "view_as_real"])
+        if kind == "exp":  # keep exp's argument small
+            z = self.op("muls", [z, 0.3], z.shape, cplx=True)
+        if kind == "abs":
+            return self.op("abs", [z], z.shape)
+        if kind in ("real", "imag"):
+            return self.op(kind, [z], z.shape, view_of=z)
+        if kind == "view_as_real":
+            return self.op(kind, [z], z.shape + (2,), view_of=z)
+        return self.op(kind, [z], z.shape, cplx=True)
+
+    def complex_binary(self):
+        a = self.pick(cplx=True) or self.complex_make()
+        b = self.pick(lambda v: broadcast_ok(a.shape, v.shape), cplx=True) or self.complex_of(a.shape)
+        out = tuple(max(x, y) for x, y in zip(((1,) * (len(b.shape) - len(a.shape)) + a.shape),
+                                               ((1,) * (len(a.shape) - len(b.shape)) + b.shape)))
+        return self.op(self.rng.choice(["add", "sub", "mul"]), [a, b], out, cplx=True)
+
+    def view_as_complex(self):
+        x = self.pick(lambda v: len(v.shape) >= 1 and v.shape[-1] == 2)
+        if x is None:
+            return None
+        return self.op("view_as_complex", [x], x.shape[:-1], view_of=x, cplx=True)
+
     def graph(self, size):
         for _ in range(self.rng.randint(1, 3)):
             self.input(self.random_shape(), True)
@@ -263,6 +309,9 @@ class Generator:
             self.input(self.random_shape(), False)
         makers = [(self.unary, 3), (self.scalar, 2), (self.binary, 3), (self.reduce, 2), (self.view, 4),
                   (self.matmul, 1), (self.cat, 1), (self.inplace, 4)]
+        if self.complex_mode:
+            makers += [(self.complex_make, 1), (self.complex_unary, 3), (self.complex_binary, 2),
+                       (self.view_as_complex, 1)]
         for _ in range(size):
             fn = self.rng.choices([m for m, _ in makers], [w for _, w in makers])[0]
             fn()
@@ -270,6 +319,8 @@ class Generator:
         terms = [v for v in self.vars[-4:]] + self.rng.sample(self.vars, min(2, len(self.vars)))
         loss = None
         for v in terms:
+            if v.cplx:  # a real loss: weigh the (re, im) pairs
+                v = self.op("view_as_real", [v], v.shape + (2,), view_of=v)
             c = self.input(v.shape, False)
             term = self.op("sum", [self.op("mul", [v, c], v.shape), "-", 0], ())
             loss = term if loss is None else self.op("add", [loss, term], ())
@@ -333,6 +384,16 @@ def run_torch(text, clone_saved=False, clone_operands=False):
         if op in reductions:
             fa, fd = reductions[op]
             return reduce(fa, fd, v(0), a[1], a[2])
+        if op == "complex":
+            return torch.complex(v(0), v(1))
+        if op in ("real", "imag"):
+            return getattr(torch, op)(v(0))
+        if op == "conj":  # gradsphere's conj is a new tensor, not torch.conj's conjugate-bit view
+            return torch.conj_physical(v(0))
+        if op == "view_as_real":
+            return torch.view_as_real(v(0).resolve_conj())
+        if op == "view_as_complex":
+            return torch.view_as_complex(v(0))
         if op == "adds":
             return v(0) + num(a[1])
         if op == "muls":
@@ -374,6 +435,8 @@ def run_torch(text, clone_saved=False, clone_operands=False):
             return f"{kind} {name} none"
         if t._is_zerotensor():  # torch's efficient zeros (e.g. abs's second derivative) have no storage
             t = torch.zeros(t.shape, dtype=t.dtype)
+        if t.is_complex():
+            t = torch.view_as_real(t.detach().resolve_conj())
         vals = t.detach().contiguous().to(torch.float64).reshape(-1).tolist()
         return f"{kind} {name} " + " ".join(float.hex(x) for x in vals)
 
@@ -543,6 +606,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--size", type=int, default=10, help="statements per graph (before the loss)")
     ap.add_argument("--dtype", choices=["f64", "f32"], default="f64")
+    ap.add_argument("--complex", action="store_true", help="also complex tensors (complex, real, imag, conj, "
+                    "view_as_real, view_as_complex, complex arithmetic)")
     ap.add_argument("--runner", default="build/tests/tools/graph_runner")
     ap.add_argument("--keep", default="/tmp/gs-diff-autograd")
     ap.add_argument("--replay", help="run one program file and print both sides' differences")
@@ -560,7 +625,7 @@ def main():
     written_saves = collections.Counter()  # ops whose saved tensor torch refuses and gradsphere needs not
     statements = 0
     for i in range(args.graphs):
-        text = Generator(rng, args.dtype).graph(args.size)
+        text = Generator(rng, args.dtype, args.complex).graph(args.size)
         statements += sum(1 for l in text.splitlines() if l.startswith(("op ", "inplace ")))
         for l in text.splitlines():
             p = l.split()

@@ -5,10 +5,11 @@
 //   input NAME DTYPE DIMS REQUIRES_GRAD V...   a leaf; DIMS "a,b,c" or "-" for a scalar; values
 //                                              in C99 hex-float or decimal form
 //   op NAME OP ARG...                          NAME = OP(ARG...); an ARG is a variable or a number
+//                                              (complex tensors come from `complex RE IM`)
 //   inplace OP TARGET ARG...                   OP_(TARGET, ARG...): add_ mul_ copy_ adds_ muls_
 //   loss NAME                                  the scalar that backward starts from
 //   probe NAME V...                            the direction u_i of input NAME for double backward
-// Output, one line each, values in hex floats:
+// Output, one line each, values in hex floats (complex as (re, im) pairs):
 //   alias NAME 0|1         whether a reshape / flatten / contiguous returned a view (or its input)
 //   value NAME V...        every variable after the whole program ran (views see later writes)
 //   grad NAME V... | grad NAME none            d loss / d input (none: unused)
@@ -112,6 +113,12 @@ struct Runner {
     if (auto it = unary.find(op); it != unary.end()) return it->second(v(0));
     if (auto it = binary.find(op); it != binary.end()) return it->second(v(0), v(1));
     if (auto it = reductions.find(op); it != reductions.end()) return it->second(v(0), int_list(a.at(1)), a.at(2) == "1");
+    if (op == "complex") return gs::complex(v(0), v(1));
+    if (op == "real") return gs::real(v(0));
+    if (op == "imag") return gs::imag(v(0));
+    if (op == "conj") return gs::conj(v(0));
+    if (op == "view_as_real") return gs::view_as_real(v(0));
+    if (op == "view_as_complex") return gs::view_as_complex(v(0));
     if (op == "adds") return gs::add(v(0), number(a.at(1)));
     if (op == "muls") return gs::mul(v(0), number(a.at(1)));
     if (op == "pows") return gs::pow(v(0), number(a.at(1)));
@@ -151,7 +158,8 @@ void print_values(const char* kind, const std::string& name, const Tensor& t) {
     std::printf(" none\n");
     return;
   }
-  const Tensor c = gs::cast_copy(gs::contiguous(t.detach()), gs::DType::f64);
+  const Tensor real = gs::is_complex(t.dtype()) ? gs::view_as_real(gs::contiguous(t.detach())) : t.detach();
+  const Tensor c = gs::cast_copy(gs::contiguous(real), gs::DType::f64);
   const double* d = static_cast<const double*>(c.raw_data());
   for (int64_t i = 0; i < c.numel(); ++i) std::printf(" %a", d[i]);
   std::printf("\n");
