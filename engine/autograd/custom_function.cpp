@@ -69,11 +69,13 @@ struct CustomFunctionImpl {
       if (!d.is_leaf() && d.requires_grad()) d.impl()->meta().history_version = d.version();
     }
     connect_node(node, inputs, out_ptrs, {}, {});
-    // retain_grad() follows the dirty tensor to its new history, as for built-in in-place ops.
+    // retain_grad() follows the dirty tensor to its new history, as for built-in in-place ops; a
+    // dirty view's base is rebased through copy_slices, as PyTorch's CopySlices.
     for (size_t k = 0; k < ctx->dirty_.size(); ++k) {
       const Tensor& d = ctx->dirty_[k];
       if (dirty_old_fns[k] && dirty_old_fns[k]->remove_retained_grad(d.impl_ptr()))
         node->add_retained_grad(d.output_nr(), d.impl_ptr());
+      if (d.is_view() && d.requires_grad()) rebase_base_history(d);
     }
     // Saved in save_for_backward's order; outputs are saved as outputs (no reference cycle).
     for (const auto& s : ctx->to_save_) {

@@ -117,12 +117,9 @@ namespace {
 
 // Why an in-place write on the view `self` cannot be recorded, or "" when it can: finish_inplace
 // then rebases the base's history through a copy_slices node, as PyTorch's CopySlices.
-std::string view_write_refusal(const Tensor& self, bool rebase_allowed, uint64_t version_before_write) {
+std::string view_write_refusal(const Tensor& self, uint64_t version_before_write) {
   const TensorImpl* impl = self.impl();
   Tensor base(impl->view_base);
-  if (!rebase_allowed)
-    return "a custom function's mark_dirty() on a view of a tensor in the graph is refused (PyTorch accepts it "
-           "through CopySlices; gradsphere rebases the base's history only for its own in-place ops)";
   if (impl->detached_alias)
     return "it is a detach() alias of a tensor in the graph: the write would bypass autograd";
   if (!impl->view_made_recording)
@@ -136,13 +133,15 @@ std::string view_write_refusal(const Tensor& self, bool rebase_allowed, uint64_t
   return "";
 }
 
+// before_write: the check runs before the write (built-in ops), not after it (mark_dirty, whose
+// input's history was refreshed when the custom function took it).
 void check_inplace_impl(const Tensor& self, const char* op, std::initializer_list<Tensor> others,
-                        uint64_t version_before_write, bool rebase_views) {
+                        uint64_t version_before_write, bool before_write) {
   GS_CHECK(self.defined(), "{}: the tensor to modify is undefined", op);
   check_writable(self, op);
   if (!recording_enabled()) return;
   // A view whose base changed since it was taken writes with its base's current history.
-  if (rebase_views) refresh_view_history(self);
+  if (before_write) refresh_view_history(self);
   bool others_need_grad = false;
   for (const auto& o : others) others_need_grad |= o.defined() && o.requires_grad();
   GS_CHECK(!(self.is_leaf() && self.requires_grad()),
@@ -159,7 +158,7 @@ void check_inplace_impl(const Tensor& self, const char* op, std::initializer_lis
              op, self.meta_str(), m.history_version, version_before_write);
   }
   if (self.is_view() && (self.requires_grad() || others_need_grad)) {
-    const std::string why = view_write_refusal(self, rebase_views, version_before_write);
+    const std::string why = view_write_refusal(self, version_before_write);
     GS_CHECK(why.empty(),
              "{}: in-place write to a view ({}) of a tensor that is part of the autograd graph is refused: {}. "
              "Use an out-of-place op (e.g. cat, where, pad) or clone() the view first.",
@@ -167,9 +166,8 @@ void check_inplace_impl(const Tensor& self, const char* op, std::initializer_lis
   }
 }
 
-// After an in-place write on a view recorded as `self`'s new history: the base's value changed
-// too, so its history goes through copy_slices: the base's gradient outside the view passes to
-// its old history, inside the view to the write's node (PyTorch's CopySlices).
+}  // namespace
+
 void rebase_base_history(const Tensor& self) {
   Tensor base(self.impl()->view_base);
   const ViewRelation r = relation_of(self, base);
@@ -185,8 +183,6 @@ void rebase_base_history(const Tensor& self) {
   connect_node(node, {base, self}, {&base}, {}, {});
   if (old_fn && old_fn->remove_retained_grad(base.impl_ptr())) node->add_retained_grad(0, base.impl_ptr());
 }
-
-}  // namespace
 
 void check_inplace(const Tensor& self, const char* op, std::initializer_list<Tensor> others) {
   GS_CHECK(self.defined(), "{}: the tensor to modify is undefined", op);

@@ -28,9 +28,9 @@ void connect_node(const std::shared_ptr<Node>& node, const std::vector<Tensor>& 
                   const std::vector<size_t>& saved_outputs);
 
 // In-place protocol. Before writing into `self`: checks read-only storage, the leaf rule and the
-// view rule (an in-place write on a view would leave the base's history stale, so it is refused
-// while autograd is recording). After writing: bumps the version and, when recording, makes
-// `self`'s history go through a new node (rebase).
+// view rules (the cases where a view's base cannot be rebased, each refused with the reason).
+// After writing: bumps the version and, when recording, makes `self`'s history go through a new
+// node, and a view's base through copy_slices (rebase_base_history).
 void check_inplace(const Tensor& self, const char* op, std::initializer_list<Tensor> others);
 // The same, for a write that has already happened (custom functions' mark_dirty): the history
 // check compares against the version before that write.
@@ -38,5 +38,10 @@ void check_inplace(const Tensor& self, const char* op, std::initializer_list<Ten
                    uint64_t version_before_write);
 void finish_inplace(Tensor& self, const char* op, const std::vector<Tensor>& other_inputs, BackwardRule rule,
                     const std::vector<Tensor>& saved = {});
+// After an in-place write on the view `self` was recorded as its new history: the base's value
+// changed too, so its history goes through a copy_slices node: the base's gradient outside the
+// view passes to its old history, inside the view to the write's node (PyTorch's CopySlices).
+// finish_inplace calls it; custom functions call it for a view they mark_dirty().
+void rebase_base_history(const Tensor& self);
 
 }  // namespace gs
