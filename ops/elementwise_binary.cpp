@@ -69,8 +69,9 @@ Tensor div(const Tensor& a, const Tensor& b) {
     record_op("div", {a, b}, {&out}, {a, b}, {}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       Tensor b = ctx.saved(1);
       Tensor ga = div(g[0], conj(b));
-      // d(a/b)/db = -a/b^2
-      Tensor gb = ctx.needs_input_grad(1) ? neg(mul(ga, conj(div(ctx.saved(0), b)))) : Tensor();
+      // d(a/b)/db = -a/b^2, evaluated as -g ((a / b) / b), as torch: b^2 underflows for |b| < 1e-154
+      // (0 / 0 = NaN where the answer is 0), and g / b can overflow where (a / b) / b does not.
+      Tensor gb = ctx.needs_input_grad(1) ? neg(mul(g[0], conj(div(div(ctx.saved(0), b), b)))) : Tensor();
       return std::vector<Tensor>{ctx.needs_input_grad(0) ? ga : Tensor(), gb};
     });
   return out;
@@ -112,7 +113,14 @@ Tensor pow(const Tensor& a, double exponent) {
   Tensor out = empty(a.sizes(), a.dtype(), a.device());
   dispatch_float(a.dtype(), "pow", [&]<typename T>() {
     const T e = static_cast<T>(exponent);
+    // torch's special exponents (its pow_tensor_scalar kernel): the same numbers as std::pow except
+    // at signed zeros and -inf (sqrt(-0) = -0, sqrt(-inf) = NaN, 1 / sqrt(-0) = -inf).
     if (exponent == 2.0) kernels::unary_loop<T, T>(out, a, [](T x) { return x * x; });
+    else if (exponent == 3.0) kernels::unary_loop<T, T>(out, a, [](T x) { return x * x * x; });
+    else if (exponent == 0.5) kernels::unary_loop<T, T>(out, a, [](T x) { return std::sqrt(x); });
+    else if (exponent == -0.5) kernels::unary_loop<T, T>(out, a, [](T x) { return T(1) / std::sqrt(x); });
+    else if (exponent == -1.0) kernels::unary_loop<T, T>(out, a, [](T x) { return T(1) / x; });
+    else if (exponent == -2.0) kernels::unary_loop<T, T>(out, a, [](T x) { return T(1) / (x * x); });
     else kernels::unary_loop<T, T>(out, a, [e](T x) { return std::pow(x, e); });
   });
   if (should_record({a}))

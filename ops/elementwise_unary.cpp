@@ -141,10 +141,12 @@ Tensor sigmoid(const Tensor& a) {
 }
 
 Tensor relu(const Tensor& a) {
-  Tensor out = unary(a, "relu", Domain::real, REAL_FN(return x > 0 ? x : T(0)));
+  // NaN stays NaN (x > 0 is false for it), as torch's relu; so does its gradient: torch's
+  // threshold_backward zeroes where the output is <= 0, which a NaN is not.
+  Tensor out = unary(a, "relu", Domain::real, REAL_FN(return x > 0 || x != x ? x : T(0)));
   if (should_record({a}))
     record_op("relu", {a}, {&out}, {}, {0}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{where(gt(ctx.saved(0), 0.0), g[0], scalar_like(g[0], 0.0))};
+      return std::vector<Tensor>{where(le(ctx.saved(0), 0.0), scalar_like(g[0], 0.0), g[0])};
     });
   return out;
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/autograd/grad_mode.h"
 #include "engine/autograd/record.h"
 #include "ops/compare.h"
 #include "ops/elementwise.h"
@@ -77,9 +78,13 @@ Tensor extremum_forward(const Tensor& t, const kernels::ReductionPlan& plan, con
 // built from where/div/sum, so it is differentiable in g and double backward works.
 Tensor extremum_backward(const Tensor& g, const Tensor& x, const Tensor& out, const Shape& keepdim_sizes,
                          const std::vector<int64_t>& dims) {
-  Tensor hit = eq(x.detach(), reshape(out.detach(), keepdim_sizes));                  // (in) bool
+  const Tensor extremum = reshape(out.detach(), keepdim_sizes);
+  Tensor hit = eq(x.detach(), extremum);                                                // (in) bool
   Tensor ties = sum(where(hit, scalar_like(g, 1.0), scalar_like(g, 0.0)), dims, true);  // (keepdim)
-  return where(hit, div(reshape(g, keepdim_sizes), ties), scalar_like(g, 0.0));        // (in)
+  Tensor grad = where(hit, div(reshape(g, keepdim_sizes), ties), scalar_like(g, 0.0));  // (in)
+  // A slice whose extremum is NaN (it holds a NaN) matches no element: its whole gradient is NaN,
+  // as torch.amax's, rather than a silent 0.
+  return where(ne(extremum, extremum), scalar_like(g, std::numeric_limits<double>::quiet_NaN()), grad);
 }
 
 template <bool kMax>
@@ -118,8 +123,23 @@ Tensor var(const Tensor& t, std::vector<int64_t> dims, int64_t correction, bool 
            "var: {} elements per output (input {} over {}) with correction {} leave {} degrees of freedom; "
            "need at least 1",
            plan.reduced_count, shape_str(t.sizes()), dims_str(dims), correction, dof);
-  Tensor centered = sub(t, mean(t, dims, true));                                     // (in)
-  return div(sum(mul(centered, centered), dims, keepdim), static_cast<double>(dof));  // (out)
+  Tensor out;
+  {
+    NoGradGuard forward_only;
+    Tensor centered = sub(t, mean(t, dims, true));                                   // (in)
+    out = div(sum(mul(centered, centered), dims, keepdim), static_cast<double>(dof));  // (out)
+  }
+  if (should_record({t})) {
+    Shape kd = plan.out_sizes_keepdim;
+    record_op("var", {t}, {&out}, {t}, {}, [kd, dims, dof](BackwardContext& ctx, const std::vector<Tensor>& g) {
+      // torch's rule, 2 (x - mean) / dof. The mean's own term, -2 sum(x - mean) / (N dof), is 0
+      // and left out: with an infinite element it would make every gradient of the slice NaN.
+      // Written in differentiable ops (the mean recomputed from x), so double backward is exact.
+      const Tensor& x = ctx.saved(0);
+      return std::vector<Tensor>{mul(reshape(g[0], kd), mul(sub(x, mean(x, dims, true)), 2.0 / static_cast<double>(dof)))};
+    });
+  }
+  return out;
 }
 
 // ---- logsumexp: m + log(sum(exp(x - m))) holds for any m; m = max(x) keeps exp() from
@@ -132,8 +152,22 @@ Tensor logsumexp(const Tensor& t, std::vector<int64_t> dims, bool keepdim) {
   // A slice that is all -inf (or holds +inf) has no finite max; shift it by 0 so x - m stays
   // free of inf - inf = NaN and the result is -inf (or +inf), as it should be.
   shift = where(isfinite(shift), shift, scalar_like(shift, 0.0));
-  Tensor lse = add(log(sum(exp(sub(t, shift)), dims, true)), shift);  // (keepdim)
-  return keepdim ? lse : kernels::own_result(reshape(lse, plan.out_sizes));
+  Tensor out;
+  {
+    NoGradGuard forward_only;
+    Tensor lse = add(log(sum(exp(sub(t, shift)), dims, true)), shift);  // (keepdim)
+    out = keepdim ? lse : kernels::own_result(reshape(lse, plan.out_sizes));
+  }
+  if (should_record({t})) {
+    Shape kd = plan.out_sizes_keepdim;
+    record_op("logsumexp", {t}, {&out}, {t}, {0}, [kd](BackwardContext& ctx, const std::vector<Tensor>& g) {
+      // torch's rule, g exp(x - lse): a finite element beside +inf gets exp(-inf) = 0 (the
+      // normalised exp(x - m) / sum would give inf / inf = NaN there).
+      Tensor lse = reshape(ctx.saved(1), kd);
+      return std::vector<Tensor>{mul(reshape(g[0], kd), exp(sub(ctx.saved(0), lse)))};
+    });
+  }
+  return out;
 }
 
 namespace {

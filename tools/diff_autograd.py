@@ -19,8 +19,17 @@ runs in gradsphere (graph_runner) and in PyTorch (this script), and the two are 
   errors     a refusal on one side only is a mismatch; both refusing is agreement (e.g. a saved
              tensor modified in place, or an in-place write on a view of a leaf)
 
+Where torch refuses and gradsphere defines a meaning (an in-place operand that overlaps the written
+tensor; a saved tensor written that gradsphere's rule does not keep), torch is rerun under that
+meaning (the operand cloned; every saved tensor copied when saved) and compared. Graphs where a
+reshape / flatten / view_as_complex is a view on one side only (layouts differ) are counted apart.
+With --complex the graphs also build complex tensors from real pairs and use complex, real, imag,
+conj (compared with torch.conj_physical), view_as_real, view_as_complex and complex arithmetic.
+
 An unused gradient (None) equals zeros. f64 graphs are compared to 1e-9 relative to the largest
-magnitude of the tensor (at least 1e-12 absolute), f32 graphs (--dtype f32) to 1e-4 (at least 1e-6).
+magnitude of the tensor, or of any value or gradient of the graph where that is larger (a tensor
+near zero by cancellation), and at least 1e-12 absolute; f32 graphs (--dtype f32) to 1e-4
+(at least 1e-6).
 Mismatching programs are written to --keep (default /tmp/gs-diff-autograd) for replay:
 
     build/tests/tools/graph_runner /tmp/gs-diff-autograd/graph-123.txt
@@ -44,6 +53,9 @@ BINARY = ["add", "sub", "mul"]
 REDUCE = ["sum", "mean", "max", "min", "logsumexp"]
 # Ops that return a view or a copy depending on the input's strides (torch leaves which unspecified).
 MAYBE_VIEW_OPS = {"reshape", "flatten", "contiguous"}
+# --edges: inputs take these values 30% of the time, and domain-restricted ops get raw inputs half
+# of the time, so every op meets 0, -0, negative bases, subnormals, infinities and the NaNs they make.
+EDGE_VALUES = [0.0, -0.0, 1.0, -1.0, 2.0, 0.5, float("inf"), float("-inf"), 1e-310, -1e-310, 1e300]
 
 
 # ---------------------------------------------------------------- graph generation
@@ -72,16 +84,21 @@ def broadcast_ok(a, b):
 
 
 class Generator:
-    def __init__(self, rng, dtype, complex_mode=False):
-        self.rng, self.dtype, self.complex_mode = rng, dtype, complex_mode
+    def __init__(self, rng, dtype, complex_mode=False, edges=False):
+        self.rng, self.dtype, self.complex_mode, self.edges = rng, dtype, complex_mode, edges
         self.lines, self.vars, self.count = [], [], 0
 
     def fresh(self):
         self.count += 1
         return f"t{self.count}"
 
-    def value_text(self, n):
-        return " ".join(float.hex(round(self.rng.gauss(0, 1), 6)) for _ in range(n))
+    def value_text(self, n, edges=None):
+        edges = self.edges if edges is None else edges
+        def one():
+            if edges and self.rng.random() < 0.3:
+                return self.rng.choice(EDGE_VALUES)
+            return round(self.rng.gauss(0, 1), 6)
+        return " ".join(float.hex(one()) for _ in range(n))
 
     def input(self, shape, requires_grad):
         v = Var(self.fresh(), shape, leaf=True, requires_grad=requires_grad)
@@ -112,6 +129,8 @@ class Generator:
         return self.rng.choice(cands) if cands else None
 
     def positive(self, x):
+        if self.edges and self.rng.random() < 0.5:  # the raw value: 0, negatives, infinities
+            return x
         return self.op("adds", [self.op("sigmoid", [x], x.shape), 0.25], x.shape)
 
     # --- statement kinds
@@ -330,7 +349,7 @@ class Generator:
                 n = 1
                 for s in v.shape:
                     n *= s
-                self.lines.append(f"probe {v.name} {self.value_text(n)}")
+                self.lines.append(f"probe {v.name} {self.value_text(n, edges=False)}")
         return "\n".join(self.lines) + "\n"
 
 
@@ -561,6 +580,10 @@ def compare(gs_lines, torch_lines, tol, atol):
         problems.append(("refused-by-gradsphere" if ge else "refused-by-torch",
                          f"gradsphere: {ge}  torch: {te}"))
     both_ran = ge is None and te is None
+    # The largest magnitude in the graph: a tensor near zero (a cancellation) is compared relative
+    # to it, since its rounding error is that of the terms that cancelled.
+    graph_scale = max([abs(x) for (kind, _), vals in t.items() if vals and kind != "alias"
+                       for x in vals if x == x and abs(x) != float("inf")] + [0.0])
     for key in sorted(set(g) | set(t)):
         if key not in g or key not in t:
             # No double-backward line means no first gradient had history: zeros, as None does.
@@ -579,10 +602,17 @@ def compare(gs_lines, torch_lines, tol, atol):
         if len(a) != len(b):
             problems.append((key[0], f"{key[1]}: {len(a)} values against torch's {len(b)}"))
             continue
-        scale = max([abs(x) for x in b] + [0.0])
-        worst = max((abs(x - y) if x == x and y == y else (0.0 if x != x and y != y else float("inf")))
-                    for x, y in zip(a, b)) if a else 0.0
-        if worst > max(tol * scale, atol):
+        # Non-finite values must match exactly (NaN with NaN, an infinity with the same infinity).
+        odd = [(i, x, y) for i, (x, y) in enumerate(zip(a, b))
+               if not (math.isfinite(x) and math.isfinite(y)) and not (x == y or (x != x and y != y))]
+        if odd:
+            i, x, y = odd[0]
+            problems.append((key[0], f"{key[1]}[{i}]: {x} against torch's {y} ({len(odd)} such)"))
+            continue
+        pairs = [(x, y) for x, y in zip(a, b) if math.isfinite(x) and math.isfinite(y)]
+        scale = max([abs(y) for _, y in pairs] + [0.0])
+        worst = max([abs(x - y) for x, y in pairs] + [0.0])
+        if worst > max(tol * scale, tol * graph_scale, atol):
             problems.append((key[0], f"{key[1]}: max |diff| {worst:.3g} (scale {scale:.3g})"))
     return problems
 
@@ -600,6 +630,41 @@ def run_gs(runner, text):
     return r.stdout.splitlines()
 
 
+def first_error(lines):
+    return next((l for l in lines if l.startswith("error")), None)
+
+
+def judge(runner, text, tol, atol):
+    """Runs one program on both sides: (category, problems, torch's output)."""
+    gs_out, th_out = run_gs(runner, text), run_torch(text)
+    gs_err, th_err = first_error(gs_out), first_error(th_out)
+    # view_as_complex of an elementwise result whose layout torch kept permuted (see below).
+    if th_err and not gs_err and "must have a last dimension with stride 1" in th_err:
+        return "layout: a view on one side only (not compared)", [], th_out
+    extension = None
+    if th_err and not gs_err:
+        # Where torch refuses and gradsphere defines a meaning (engine/README.md, "Differences"),
+        # compare with torch run under that meaning.
+        if "refer to a single memory location" in th_err:
+            extension, th_out = "aliased operand", run_torch(text, clone_operands=True)
+        elif "modified by an inplace operation" in th_err:
+            extension, th_out = "saved tensor written", run_torch(text, clone_saved=True)
+        th_err = first_error(th_out)
+        if extension and th_err and "modified by an inplace operation" in th_err:
+            extension, th_out = extension + " + saved tensor written", run_torch(text, True, True)
+            th_err = first_error(th_out)
+    problems = compare(gs_out, th_out, tol, atol)
+    if any(kind == "alias" for kind, _ in problems):
+        # torch's elementwise results keep their input's layout, gradsphere's are contiguous, so a
+        # later reshape may be a view on one side and a copy on the other (torch: unspecified).
+        return "layout: a view on one side only (not compared)", [], th_out
+    if problems:
+        return "mismatch", problems, th_out
+    if extension:
+        return f"agree where torch refuses ({extension})", [], th_out
+    return ("both refused" if gs_err and th_err else "agree"), [], th_out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--graphs", type=int, default=500)
@@ -608,68 +673,45 @@ def main():
     ap.add_argument("--dtype", choices=["f64", "f32"], default="f64")
     ap.add_argument("--complex", action="store_true", help="also complex tensors (complex, real, imag, conj, "
                     "view_as_real, view_as_complex, complex arithmetic)")
+    ap.add_argument("--edges", action="store_true", help="inputs at the edges of the ops' domains "
+                    "(0, -0, infinities, subnormals) and domain-restricted ops on raw inputs")
     ap.add_argument("--runner", default="build/tests/tools/graph_runner")
     ap.add_argument("--keep", default="/tmp/gs-diff-autograd")
     ap.add_argument("--replay", help="run one program file and print both sides' differences")
     args = ap.parse_args()
     tol, atol = (1e-9, 1e-12) if args.dtype == "f64" else (1e-4, 1e-6)
     if args.replay:
-        text = open(args.replay).read()
-        for p in compare(run_gs(args.runner, text), run_torch(text), tol, atol):
+        category, problems, _ = judge(args.runner, open(args.replay).read(), tol, atol)
+        print(category)
+        for p in problems:
             print(*p)
         return 0
     os.makedirs(args.keep, exist_ok=True)
     rng = random.Random(args.seed)
-    counts = collections.Counter()
-    kinds = collections.Counter()
-    written_saves = collections.Counter()  # ops whose saved tensor torch refuses and gradsphere needs not
+    counts, kinds = collections.Counter(), collections.Counter()
+    written_saves = collections.Counter()  # ops whose tensor saved in torch was written later
     statements = 0
     for i in range(args.graphs):
-        text = Generator(rng, args.dtype, args.complex).graph(args.size)
-        statements += sum(1 for l in text.splitlines() if l.startswith(("op ", "inplace ")))
+        text = Generator(rng, args.dtype, args.complex, args.edges).graph(args.size)
         for l in text.splitlines():
             p = l.split()
+            statements += p[0] in ("op", "inplace")
             kinds[p[2] if p[0] == "op" else p[1] if p[0] == "inplace" else p[0]] += 1
-        gs_out, th_out = run_gs(args.runner, text), run_torch(text)
-        gs_err = next((l for l in gs_out if l.startswith("error")), None)
-        th_err = next((l for l in th_out if l.startswith("error")), None)
-        extension = None
-        if th_err and not gs_err:
-            # Where torch refuses and gradsphere defines a meaning (README "Differences"), compare
-            # with torch run under that meaning.
-            if "refer to a single memory location" in th_err:
-                extension, th_out = "aliased operand (torch refuses)", run_torch(text, clone_operands=True)
-            elif "modified by an inplace operation" in th_err:
-                extension, th_out = "saved tensor written (torch refuses)", run_torch(text, clone_saved=True)
-            th_err = next((l for l in th_out if l.startswith("error")), None)
-            if th_err and "modified by an inplace operation" in th_err:
-                extension, th_out = extension + " + saved", run_torch(text, clone_operands=True, clone_saved=True)
-        problems = compare(gs_out, th_out, tol, atol)
-        both_refused = gs_err is not None and th_err is not None
-        if any(kind == "alias" for kind, _ in problems):
-            # torch's elementwise results keep their input's layout, gradsphere's are contiguous, so
-            # a later reshape may be a view on one side and a copy on the other (torch: unspecified).
-            counts["layout: reshape is a view on one side only (not compared)"] += 1
-        elif problems:
-            counts["mismatch"] += 1
+        category, problems, th_out = judge(args.runner, text, tol, atol)
+        counts[category] += 1
+        if problems:
             path = os.path.join(args.keep, f"graph-{i}.txt")
             with open(path, "w") as f:
                 f.write(text)
             for kind, what in problems[:3]:
                 print(f"graph {i} ({path}): {kind}: {what}")
-        elif extension:
-            counts["agree where torch refuses: " + extension] += 1
-            for l in th_out:
-                if l.startswith("note written-save"):
-                    written_saves[l.split()[2]] += 1
-        elif both_refused:
-            counts["both refused"] += 1
-        else:
-            counts["agree"] += 1
-    print(f"\n{args.graphs} graphs ({args.dtype}, seed {args.seed}, {statements} statements): "
-          + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
+        if "saved tensor written" in category:
+            written_saves.update(l.split()[2] for l in th_out if l.startswith("note written-save"))
+    print(f"\n{args.graphs} graphs ({args.dtype}{', complex' if args.complex else ''}{', edges' if args.edges else ''}, "
+          f"seed {args.seed}, "
+          f"{statements} statements): " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
     if written_saves:
-        print("torch refused a saved tensor written in place, gradsphere did not save it, in:",
+        print("where torch refused a saved tensor written in place, the ops that had saved it:",
               ", ".join(f"{k} {v}" for k, v in written_saves.most_common()))
     print("statements by kind:", ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     return 1 if counts["mismatch"] else 0

@@ -42,6 +42,15 @@ inline double check_model_against_golden(gs::models::Module& model, const Golden
       if (name.rfind(c.prefix + kind, 0) == 0) sd[name.substr(c.prefix.size() + kind.size())] = t;
   model.load_state_dict(sd);
   model.train();
+  // And back: the model's own state dict has exactly the reference's keys and shapes, so the
+  // reference loads it strictly too.
+  const gs::models::StateDict mine = model.state_dict();
+  CHECK(mine.size() == sd.size());
+  for (const auto& [name, t] : sd) {
+    CAPTURE(name);
+    REQUIRE(mine.count(name));
+    CHECK(mine.at(name).sizes() == t.sizes());
+  }
 
   Tensor x = at("input").detach();
   x.set_requires_grad(true);

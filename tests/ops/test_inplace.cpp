@@ -453,7 +453,6 @@ TEST_CASE("in-place: results of matmul, linear, logsumexp, sum_to and flatten ar
       {"matmul (k) @ (k, m)", matmul(v, m)},
       {"matmul (k) @ (k)", matmul(v, v)},
       {"linear 3-D, no bias", linear(a, w)},
-      {"logsumexp without keepdim", logsumexp(a, {1})},
       {"sum_to", sum_to(mul(a, 1.0), {3, 1})},
       {"flatten of one dim", flatten(mul(v, 1.0))},
   };
@@ -463,6 +462,12 @@ TEST_CASE("in-place: results of matmul, linear, logsumexp, sum_to and flatten ar
     CHECK(error_of([&] { add_(r, 1.0); }) == "(no error)");
     CHECK(error_of([&] { sum(r).backward(); }) == "(no error)");
   }
+  // logsumexp saves its result for backward (torch's rule), so the write is fine and backward
+  // then names the saved tensor, as torch does.
+  Tensor l = logsumexp(a, {1});
+  CHECK_FALSE(l.is_view());
+  CHECK(error_of([&] { add_(l, 1.0); }) == "(no error)");
+  CHECK(contains(error_of([&] { sum(l).backward(); }), "output 0 of 'logsumexp'"));
   // flatten over one dim is the tensor itself (torch.flatten)
   Tensor y = mul(v, 1.0);
   CHECK(flatten(y).is_same(y));
