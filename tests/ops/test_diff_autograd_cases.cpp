@@ -137,3 +137,15 @@ TEST_CASE("diff_autograd: logsumexp and var save their input as torch does (a la
     CHECK(gs_test::contains(err, which == 0 ? "input 0 of 'logsumexp'" : "input 0 of 'var'"));
   }
 }
+
+TEST_CASE("diff_autograd: complex() keeps no reference to its inputs (a later write does not stop backward)") {
+  // torch saves both inputs of complex() and refuses backward once one is written; gradsphere's
+  // needs neither (its gradient is g's real and imaginary parts), so backward runs and gives the
+  // gradient of the values the forward saw.
+  Tensor x = from_vector(std::vector<double>{1, 2}, {2}).set_requires_grad();
+  Tensor re = mul(x, 1.0), im = mul(x, 2.0);
+  Tensor z = complex(re, im);
+  add_(re, 5.0);
+  sum(view_as_real(z)).backward();  // d/dx (x + 2x) = 3
+  CHECK(v(x.grad()) == std::vector<double>{3, 3});
+}
