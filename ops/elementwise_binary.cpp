@@ -68,11 +68,11 @@ Tensor div(const Tensor& a, const Tensor& b) {
   if (should_record({a, b}))
     record_op("div", {a, b}, {&out}, {a, b}, {}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       Tensor b = ctx.saved(1);
-      Tensor ga = div(g[0], conj(b));
+      Tensor ga = ctx.needs_input_grad(0) ? div(g[0], conj(b)) : Tensor();
       // d(a/b)/db = -a/b^2, evaluated as -g ((a / b) / b), as torch: b^2 underflows for |b| < 1e-154
       // (0 / 0 = NaN where the answer is 0), and g / b can overflow where (a / b) / b does not.
       Tensor gb = ctx.needs_input_grad(1) ? neg(mul(g[0], conj(div(div(ctx.saved(0), b), b)))) : Tensor();
-      return std::vector<Tensor>{ctx.needs_input_grad(0) ? ga : Tensor(), gb};
+      return std::vector<Tensor>{ga, gb};
     });
   return out;
 }

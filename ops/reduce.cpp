@@ -1,8 +1,8 @@
 // var, max, min and logsumexp over dims, for f32 and f64.
 //
-// max and min have their own kernel and backward rule. var and logsumexp are composites of
-// differentiable ops (mean, sub, mul, sum, exp, log, max), so their gradients, and gradients of
-// those gradients, come from the ops they are built from: no rule of their own to get wrong.
+// max and min have their own kernel and backward rule. var and logsumexp compute their forward
+// from differentiable ops (mean, sub, mul, sum, exp, log, max) without recording, and record
+// torch's rules, written in differentiable ops so that double backward works.
 #include <cmath>
 #include <limits>
 
@@ -143,18 +143,17 @@ Tensor var(const Tensor& t, std::vector<int64_t> dims, int64_t correction, bool 
 }
 
 // ---- logsumexp: m + log(sum(exp(x - m))) holds for any m; m = max(x) keeps exp() from
-// overflowing. m is detached: the identity holds for every m, so its gradient would cancel
-// exactly, and detaching keeps it (and max's tie rule) off the tape.
+// overflowing. The forward is not recorded; the rule is torch's, g exp(x - lse).
 Tensor logsumexp(const Tensor& t, std::vector<int64_t> dims, bool keepdim) {
   check_real_floating(t, "logsumexp", " (complex logsumexp is not implemented)");
   auto plan = plan_nonempty(t, dims, keepdim, "logsumexp");
-  Tensor shift = max(t.detach(), dims, true);  // (keepdim)
-  // A slice that is all -inf (or holds +inf) has no finite max; shift it by 0 so x - m stays
-  // free of inf - inf = NaN and the result is -inf (or +inf), as it should be.
-  shift = where(isfinite(shift), shift, scalar_like(shift, 0.0));
   Tensor out;
   {
     NoGradGuard forward_only;
+    Tensor shift = max(t, dims, true);  // (keepdim)
+    // A slice that is all -inf (or holds +inf) has no finite max; shift it by 0 so x - m stays
+    // free of inf - inf = NaN and the result is -inf (or +inf), as it should be.
+    shift = where(isfinite(shift), shift, scalar_like(shift, 0.0));
     Tensor lse = add(log(sum(exp(sub(t, shift)), dims, true)), shift);  // (keepdim)
     out = keepdim ? lse : kernels::own_result(reshape(lse, plan.out_sizes));
   }

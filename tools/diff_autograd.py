@@ -3,11 +3,11 @@
 
 A reference tool, like compare_sht.py: not part of the build or the tests, and it writes nothing
 into the repository. It needs torch in a virtual environment outside the repository (see
-compare_sht.py) and the runner built by `ninja -C build` (build/tests/tools/graph_runner).
+compare_sht.py) and the runner built by `ninja -C build` (build/tools/graph_runner).
 
     /opt/gs-ref/bin/python tools/diff_autograd.py --graphs 2000 --seed 1 [--keep DIR]
 
-Each graph is a small program (the format is in tests/tools/graph_runner.cpp) over the ops both
+Each graph is a small program (the format is in tools/graph_runner.cpp) over the ops both
 sides have: elementwise ops with broadcasting, reductions, every view kind, matmul, cat/stack,
 and in-place writes (add_, mul_, copy_ and their scalar forms) on intermediates, on views of
 them (including an operand that aliases the written tensor) and on constant leaves. The same text
@@ -26,13 +26,14 @@ reshape / flatten / view_as_complex is a view on one side only (layouts differ) 
 With --complex the graphs also build complex tensors from real pairs and use complex, real, imag,
 conj (compared with torch.conj_physical), view_as_real, view_as_complex and complex arithmetic.
 
-An unused gradient (None) equals zeros. f64 graphs are compared to 1e-9 relative to the largest
-magnitude of the tensor, or of any value or gradient of the graph where that is larger (a tensor
-near zero by cancellation), and at least 1e-12 absolute; f32 graphs (--dtype f32) to 1e-4
-(at least 1e-6).
+An unused gradient (None) equals zeros. Non-finite values must match exactly (NaN with NaN, an
+infinity with the same infinity). Finite ones: f64 graphs to 1e-9 relative to the largest magnitude
+of the tensor, or of any value or gradient the graph computed where that is larger (a tensor near
+zero by cancellation; inputs left out, at most 1e6), and at least 1e-12 absolute; f32 graphs
+(--dtype f32) to 1e-4 (at least 1e-6).
 Mismatching programs are written to --keep (default /tmp/gs-diff-autograd) for replay:
 
-    build/tests/tools/graph_runner /tmp/gs-diff-autograd/graph-123.txt
+    build/tools/graph_runner /tmp/gs-diff-autograd/graph-123.txt
     python tools/diff_autograd.py --replay /tmp/gs-diff-autograd/graph-123.txt
 """
 from __future__ import annotations
@@ -572,7 +573,7 @@ def parse(lines):
     return res, err
 
 
-def compare(gs_lines, torch_lines, tol, atol):
+def compare(gs_lines, torch_lines, tol, atol, inputs=()):
     g, ge = parse(gs_lines)
     t, te = parse(torch_lines)
     problems = []
@@ -580,10 +581,12 @@ def compare(gs_lines, torch_lines, tol, atol):
         problems.append(("refused-by-gradsphere" if ge else "refused-by-torch",
                          f"gradsphere: {ge}  torch: {te}"))
     both_ran = ge is None and te is None
-    # The largest magnitude in the graph: a tensor near zero (a cancellation) is compared relative
-    # to it, since its rounding error is that of the terms that cancelled.
-    graph_scale = max([abs(x) for (kind, _), vals in t.items() if vals and kind != "alias"
-                       for x in vals if x == x and abs(x) != float("inf")] + [0.0])
+    # The largest magnitude the graph computed (inputs left out, at most 1e6): a tensor near zero
+    # (a cancellation) is compared relative to it, since its rounding error is that of the terms
+    # that cancelled; the cap keeps a 1e300 in --edges graphs from excusing every difference.
+    graph_scale = min(1e6, max([abs(x) for (kind, name), vals in t.items()
+                                if vals and kind != "alias" and not (kind == "value" and name in inputs)
+                                for x in vals if math.isfinite(x)] + [0.0]))
     for key in sorted(set(g) | set(t)):
         if key not in g or key not in t:
             # No double-backward line means no first gradient had history: zeros, as None does.
@@ -653,7 +656,8 @@ def judge(runner, text, tol, atol):
         if extension and th_err and "modified by an inplace operation" in th_err:
             extension, th_out = extension + " + saved tensor written", run_torch(text, True, True)
             th_err = first_error(th_out)
-    problems = compare(gs_out, th_out, tol, atol)
+    inputs = {l.split()[1] for l in text.splitlines() if l.startswith("input ")}
+    problems = compare(gs_out, th_out, tol, atol, inputs)
     if any(kind == "alias" for kind, _ in problems):
         # torch's elementwise results keep their input's layout, gradsphere's are contiguous, so a
         # later reshape may be a view on one side and a copy on the other (torch: unspecified).
@@ -663,6 +667,33 @@ def judge(runner, text, tol, atol):
     if extension:
         return f"agree where torch refuses ({extension})", [], th_out
     return ("both refused" if gs_err and th_err else "agree"), [], th_out
+
+
+def edge_table(runner):
+    """Each op alone at each edge value (pairs for binary ops and reductions): the cases that differ."""
+    values = EDGE_VALUES + [float("nan")]
+
+    def program(body, inputs):
+        lines = [f"input {n} f64 {len(v)} 1 " + " ".join(float.hex(x) for x in v) for n, v in inputs]
+        lines += body + ["input w f64 1 0 0x1p+0", "op m mul r w", "op l sum m - 0", "loss l"]
+        lines += [f"probe {n} " + " ".join("0x1p+0" for _ in v) for n, v in inputs]
+        return "\n".join(lines) + "\n"
+
+    cases = [(f"{op}({x})", program([f"op r {op} x"], [("x", [x])])) for op in UNARY + POSITIVE_UNARY for x in values]
+    cases += [(f"pow({x}, {e})", program([f"op r pows x {e}"], [("x", [x])]))
+              for e in (2, 3, 0.5, -0.5, -1, -1.5, -2, 0, 1) for x in values]
+    cases += [(f"{op}({x}, {y})", program([f"op r {op} x y"], [("x", [x]), ("y", [y])]))
+              for op in BINARY + ["div", "pow"] for x in values for y in values]
+    cases += [(f"{op}([{x}, {y}])", program([f"op r {op} x 0 {'1 ' if op == 'var' else ''}0"], [("x", [x, y])]))
+              for op in REDUCE + ["var"] for x in values for y in values]
+    differing = 0
+    for label, text in cases:
+        category, problems, _ = judge(runner, text, 1e-9, 1e-12)
+        if category == "mismatch":
+            differing += 1
+            print(label, "::", "; ".join(f"{k} {w}" for k, w in problems[:3]))
+    print(f"\n{len(cases)} single-op cases at the edges: {differing} differ")
+    return 0
 
 
 def main():
@@ -675,11 +706,16 @@ def main():
                     "view_as_real, view_as_complex, complex arithmetic)")
     ap.add_argument("--edges", action="store_true", help="inputs at the edges of the ops' domains "
                     "(0, -0, infinities, subnormals) and domain-restricted ops on raw inputs")
-    ap.add_argument("--runner", default="build/tests/tools/graph_runner")
+    ap.add_argument("--runner", default="build/tools/graph_runner")
+    ap.add_argument("--edge-table", action="store_true", help="instead of random graphs: every unary op, pow "
+                    "with scalar exponents, the binary ops and the reductions alone at each edge value "
+                    "(and pairs of them), values and first and second derivatives")
     ap.add_argument("--keep", default="/tmp/gs-diff-autograd")
     ap.add_argument("--replay", help="run one program file and print both sides' differences")
     args = ap.parse_args()
     tol, atol = (1e-9, 1e-12) if args.dtype == "f64" else (1e-4, 1e-6)
+    if args.edge_table:
+        return edge_table(args.runner)
     if args.replay:
         category, problems, _ = judge(args.runner, open(args.replay).read(), tol, atol)
         print(category)

@@ -39,7 +39,9 @@ struct CustomFunctionImpl {
       bool returned = false;
       for (const auto& o : outputs) returned |= o.is_same(d);
       GS_CHECK(returned, "{}: a tensor passed to mark_dirty() must be returned from forward", name);
-      if (record) check_inplace(d, name.c_str(), {}, before);
+      // The other inputs count as the write's operands: a view that needs no grad itself (a
+      // detach() alias, a view made under no_grad) is still refused when they need grad.
+      if (record) check_inplace(d, name.c_str(), inputs, before);
     }
     // An input returned unchanged gets a fresh alias so it can carry this function's history.
     for (auto& o : outputs) {

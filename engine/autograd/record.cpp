@@ -135,8 +135,9 @@ std::string view_write_refusal(const Tensor& self, uint64_t version_before_write
 
 // before_write: the check runs before the write (built-in ops), not after it (mark_dirty, whose
 // input's history was refreshed when the custom function took it).
-void check_inplace_impl(const Tensor& self, const char* op, std::initializer_list<Tensor> others,
-                        uint64_t version_before_write, bool before_write) {
+template <typename Others>
+void check_inplace_impl(const Tensor& self, const char* op, const Others& others, uint64_t version_before_write,
+                        bool before_write) {
   GS_CHECK(self.defined(), "{}: the tensor to modify is undefined", op);
   check_writable(self, op);
   if (!recording_enabled()) return;
@@ -189,7 +190,7 @@ void check_inplace(const Tensor& self, const char* op, std::initializer_list<Ten
   check_inplace_impl(self, op, others, self.version(), true);
 }
 
-void check_inplace(const Tensor& self, const char* op, std::initializer_list<Tensor> others,
+void check_inplace(const Tensor& self, const char* op, const std::vector<Tensor>& others,
                    uint64_t version_before_write) {
   check_inplace_impl(self, op, others, version_before_write, false);
 }

@@ -34,7 +34,7 @@ void connect_node(const std::shared_ptr<Node>& node, const std::vector<Tensor>& 
 void check_inplace(const Tensor& self, const char* op, std::initializer_list<Tensor> others);
 // The same, for a write that has already happened (custom functions' mark_dirty): the history
 // check compares against the version before that write.
-void check_inplace(const Tensor& self, const char* op, std::initializer_list<Tensor> others,
+void check_inplace(const Tensor& self, const char* op, const std::vector<Tensor>& others,
                    uint64_t version_before_write);
 void finish_inplace(Tensor& self, const char* op, const std::vector<Tensor>& other_inputs, BackwardRule rule,
                     const std::vector<Tensor>& saved = {});

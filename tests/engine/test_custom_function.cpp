@@ -240,6 +240,20 @@ TEST_CASE("custom function: mark_dirty rebases the history of a tensor modified 
     auto r2 = gradgradcheck(f, {x0});
     CHECK_MESSAGE(r2.ok, r2.failure);
   }
+  SUBCASE("a detach() alias or a no_grad view is refused when another input needs grad; the leaf stays a leaf") {
+    Tensor w = leaf({1, 1});
+    Tensor d = x.detach();
+    CHECK(has(error_of([&] { apply_function<DoubleInPlace>("double_", {d, w}); }), "detach() alias"));
+    CHECK(x.is_leaf());
+    Tensor nv;
+    {
+      NoGradGuard ng;
+      nv = select(x, 0, 0);
+    }
+    CHECK(has(error_of([&] { apply_function<DoubleInPlace>("double_", {nv, w}); }), "made under no_grad"));
+    CHECK(x.is_leaf());
+    CHECK_FALSE(x.grad_fn());
+  }
   SUBCASE("rules: a leaf that requires grad, a view of a leaf that requires grad, a dirty tensor not returned") {
     // The forward has already written when the rules are checked: the write is still counted,
     // so graphs that saved the tensor, and later uses of a non-leaf, are caught.

@@ -149,3 +149,31 @@ TEST_CASE("diff_autograd: complex() keeps no reference to its inputs (a later wr
   sum(view_as_real(z)).backward();  // d/dx (x + 2x) = 3
   CHECK(v(x.grad()) == std::vector<double>{3, 3});
 }
+
+TEST_CASE("diff_autograd: where torch gives NaN through 0 * inf, gradsphere's selecting rules give 0 (documented)") {
+  const double inf = std::numeric_limits<double>::infinity();
+  // An infinite gradient reaching max: the element that is not the maximum gets 0 here (torch.amax
+  // multiplies its mask into g / count: 0 * inf = NaN).
+  Tensor x = from_vector(std::vector<double>{1, 2}, {2}).set_requires_grad();
+  Tensor g = grad({max(x, {0})}, {x}, {from_vector(std::vector<double>{inf}, {})})[0];
+  CHECK(v(g) == std::vector<double>{0, inf});
+  // A complex product of infinities is an infinity (C99 Annex G, std::complex); torch's is NaN + inf i.
+  Tensor z = complex(from_vector(std::vector<double>{inf}, {1}), from_vector(std::vector<double>{inf}, {1}));
+  const c128 sq = mul(z, z).to_vector<c128>()[0];
+  CHECK((std::isinf(sq.real()) || std::isinf(sq.imag())));
+}
+
+TEST_CASE("diff_autograd: second derivatives at isolated edge points (documented differences)") {
+  // pow(a, b) at a = 0: the rule's untaken branch is evaluated at log 1, so d2/da2 of a^2 at 0 is 2
+  // (torch: NaN); GELU's second derivative at 1e300 is 0 (torch: NaN, phi(x) (2 - x^2) as 0 * inf).
+  auto second = [](double a0, const std::function<Tensor(const Tensor&)>& f) {
+    Tensor a = from_vector(std::vector<double>{a0}, {1}).set_requires_grad();
+    GradOptions keep;
+    keep.create_graph = true;
+    Tensor g = grad({sum(f(a))}, {a}, {}, keep)[0];
+    return v(grad({sum(g)}, {a})[0])[0];
+  };
+  const Tensor two = from_vector(std::vector<double>{2}, {1});
+  CHECK(second(0.0, [&](const Tensor& a) { return pow(a, two); }) == 2.0);
+  CHECK(second(1e300, [](const Tensor& a) { return gelu(a); }) == 0.0);
+}

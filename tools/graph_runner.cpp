@@ -15,7 +15,8 @@
 //   grad NAME V... | grad NAME none            d loss / d input (none: unused)
 //   gradgrad NAME V... | none                  d/d input of sum_i <grad_i, u_i> (create_graph)
 //   error STAGE MESSAGE                        a gs::Error at STAGE (build, backward, double);
-//                                              what ran before it is printed first
+//                                              the lines of the stages before it come first
+//                                              (no values when the build itself failed)
 // Exit status 0 when the program was read (an error inside the graph is a result, not a failure),
 // 2 when it could not be read.
 #include <cstdio>
