@@ -115,6 +115,21 @@ Tensor min(const Tensor& t, std::vector<int64_t> dims, bool keepdim) {
 // ---- var: the two-pass formula sum((x - mean)^2) / (N - correction), which keeps its precision
 // when the mean is large compared with the spread (the one-pass E[x^2] - E[x]^2 does not).
 // N - correction < 1 is an error rather than torch's inf/NaN: no silent wrong answers.
+namespace {
+// x - mean(x) over the reduced dims, computed as (x - K) - mean(x - K) with K each slice's first
+// element (detached: the identity holds for every K; 0 where that is not finite). Equal values give exactly 0 even where
+// their mean rounds (six copies of 3.9e299 have a mean one ulp off, whose square overflowed to
+// inf), and a large common offset cancels before the mean is taken.
+Tensor centered_in_slices(const Tensor& x, const std::vector<int64_t>& dims, const std::vector<bool>& reduced) {
+  Tensor first = x.detach();
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (reduced[static_cast<size_t>(d)]) first = narrow(first, d, 0, 1);
+  first = where(isfinite(first), first, scalar_like(first, 0.0));  // an infinite K would make NaN
+  Tensor shifted = sub(x, first);
+  return sub(shifted, mean(shifted, dims, true));
+}
+}  // namespace
+
 Tensor var(const Tensor& t, std::vector<int64_t> dims, int64_t correction, bool keepdim) {
   check_real_floating(t, "var", " (the variance of complex tensors is not implemented)");
   auto plan = plan_nonempty(t, dims, keepdim, "var");
@@ -126,17 +141,18 @@ Tensor var(const Tensor& t, std::vector<int64_t> dims, int64_t correction, bool 
   Tensor out;
   {
     NoGradGuard forward_only;
-    Tensor centered = sub(t, mean(t, dims, true));                                   // (in)
+    Tensor centered = centered_in_slices(t, dims, plan.reduced);                       // (in)
     out = div(sum(mul(centered, centered), dims, keepdim), static_cast<double>(dof));  // (out)
   }
   if (should_record({t})) {
     Shape kd = plan.out_sizes_keepdim;
-    record_op("var", {t}, {&out}, {t}, {}, [kd, dims, dof](BackwardContext& ctx, const std::vector<Tensor>& g) {
+    record_op("var", {t}, {&out}, {t}, {}, [kd, dims, dof, reduced = plan.reduced](BackwardContext& ctx,
+                                                                                   const std::vector<Tensor>& g) {
       // torch's rule, 2 (x - mean) / dof. The mean's own term, -2 sum(x - mean) / (N dof), is 0
       // and left out: with an infinite element it would make every gradient of the slice NaN.
-      // Written in differentiable ops (the mean recomputed from x), so double backward is exact.
-      const Tensor& x = ctx.saved(0);
-      return std::vector<Tensor>{mul(reshape(g[0], kd), mul(sub(x, mean(x, dims, true)), 2.0 / static_cast<double>(dof)))};
+      // Written in differentiable ops (x - mean recomputed from x), so double backward is exact.
+      const Tensor centered = centered_in_slices(ctx.saved(0), dims, reduced);
+      return std::vector<Tensor>{mul(reshape(g[0], kd), mul(centered, 2.0 / static_cast<double>(dof)))};
     });
   }
   return out;

@@ -116,6 +116,10 @@ TEST_CASE("diff_autograd: gradients at the edges of the domain follow torch (NaN
   same(grad_of({-inf, 0}, [](const Tensor& t) { return logsumexp(t); }), {0, 1});
   // var: 2 (x - mean) / dof without the mean's (zero) term: -inf beside +inf (it was NaN).
   same(grad_of({0, inf}, [](const Tensor& t) { return var(t); }), {-inf, nan});
+  // var of equal huge values is 0, and so is its gradient (the mean of six copies of 3.9e299
+  // rounds; squaring that one-ulp error overflowed to inf).
+  same(v(var(from_vector(std::vector<double>(6, 3.9e299), {6}))), {0});
+  same(grad_of(std::vector<double>(6, 3.9e299), [](const Tensor& t) { return var(t); }), std::vector<double>(6, 0.0));
   // d(a/b)/db = -(a / b) / b: 0 at a = 0 for a subnormal b (b^2 underflowed to 0 / 0 = NaN).
   Tensor a = from_vector(std::vector<double>{0.0}, {1});
   Tensor b = from_vector(std::vector<double>{1e-310}, {1}).set_requires_grad();
