@@ -4,11 +4,10 @@
 #include <cstdint>
 #include <string_view>
 
+#include "engine/dtype_code.h"
 #include "engine/error.h"
 
 namespace gs {
-
-enum class DType : uint8_t { f32, f64, c64, c128, i64, b8 };
 
 using c64 = std::complex<float>;
 using c128 = std::complex<double>;

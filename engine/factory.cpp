@@ -3,6 +3,10 @@
 #include <cmath>
 #include <numbers>
 
+#include "engine/cuda_runtime.h"
+#include "engine/tensor_cuda.h"
+#include "gradsphere_config.h"
+
 namespace gs {
 
 Tensor full(const Shape& sizes, double value, DType dtype, Device device) {
@@ -10,6 +14,17 @@ Tensor full(const Shape& sizes, double value, DType dtype, Device device) {
 }
 
 Tensor full_complex(const Shape& sizes, c128 value, DType dtype, Device device) {
+  GS_CHECK(is_complex(dtype) || value.imag() == 0.0, "full: a complex value needs a complex dtype, got {}",
+           dtype_name(dtype));
+  if (device.type == DeviceType::cuda) {
+    Tensor t = empty(sizes, dtype, device);  // checks that the device is usable
+#if GS_HAVE_CUDA
+    cuda_kernels::fill(dtype, t.raw_data(), t.numel(), value.real(), value.imag(),
+                       cuda::current_stream(device.index).handle);
+    cuda::check_launch("fill", "full");
+#endif
+    return t;
+  }
   Tensor cpu = empty(sizes, dtype, Device::cpu());
   dispatch_all(dtype, "full", [&]<typename T>() {
     T v;
@@ -22,7 +37,7 @@ Tensor full_complex(const Shape& sizes, c128 value, DType dtype, Device device) 
     T* p = cpu.data<T>();
     std::fill(p, p + cpu.numel(), v);
   });
-  return device.is_cpu() ? cpu : to_device_copy(cpu, device);
+  return cpu;
 }
 
 Tensor zeros(const Shape& sizes, DType dtype, Device device) { return full(sizes, 0.0, dtype, device); }

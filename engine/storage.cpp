@@ -33,7 +33,7 @@ class CpuAllocator final : public Allocator {
   static constexpr size_t kMinClass = 64, kMaxClass = 64 * 1024, kMaxCachedPerClass = 256;
   static constexpr size_t kMaxCachedLarge = size_t{1} << 30;
 
-  void* allocate(size_t nbytes) override {
+  void* allocate(size_t nbytes, int) override {
     const size_t rounded = round_up(nbytes);
     void* p = kCacheBlocks ? take_cached(rounded) : nullptr;
     if (!p) p = std::aligned_alloc(64, rounded);
@@ -50,7 +50,7 @@ class CpuAllocator final : public Allocator {
     }
     return p;
   }
-  void deallocate(void* p, size_t nbytes) override {
+  void deallocate(void* p, size_t nbytes, int) override {
     in_use_.fetch_sub(nbytes);
     const size_t rounded = round_up(nbytes);
     if (kCacheBlocks) {
@@ -69,9 +69,25 @@ class CpuAllocator final : public Allocator {
     }
     std::free(p);
   }
-  size_t bytes_in_use() const override { return in_use_.load(); }
-  size_t peak_bytes() const override { return peak_.load(); }
-  void reset_peak() override { peak_.store(in_use_.load()); }
+  MemoryStats stats(int) const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    MemoryStats s;
+    s.in_use = in_use_.load();
+    s.peak = peak_.load();
+    s.reserved = s.in_use + cached_large_bytes_;
+    for (size_t c = 0; c < std::size(free_); ++c) s.reserved += free_[c].size() * (kMinClass << c);
+    s.reserved_peak = s.reserved;  // not tracked on the CPU (its cache only grows to a bound)
+    return s;
+  }
+  void reset_peak(int) override { peak_.store(in_use_.load()); }
+  void empty_cache(int) override {
+    release_large_cache();
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& list : free_) {
+      for (void* p : list) std::free(p);
+      list.clear();
+    }
+  }
 
  private:
   void* take_cached(size_t rounded) {
@@ -110,7 +126,7 @@ class CpuAllocator final : public Allocator {
   static size_t class_index(size_t rounded) { return static_cast<size_t>(std::countr_zero(rounded) - 6); }
 
   std::atomic<size_t> in_use_{0}, peak_{0};
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::vector<void*> free_[11];
   std::multimap<size_t, void*> large_;  // rounded size -> block
   size_t cached_large_bytes_ = 0;
@@ -150,10 +166,14 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
   fn(dst, dst_dev, src, src_dev, nbytes);
 }
 
+MemoryStats memory_stats(Device d) { return allocator_for(d.type).stats(d.index); }
+void reset_peak_memory(Device d) { allocator_for(d.type).reset_peak(d.index); }
+void empty_cache(Device d) { allocator_for(d.type).empty_cache(d.index); }
+
 StorageImpl::StorageImpl(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
-  data_ = allocator_for(device.type).allocate(nbytes);
+  data_ = allocator_for(device.type).allocate(nbytes, device.index);
 }
 
-StorageImpl::~StorageImpl() { allocator_for(device_.type).deallocate(data_, nbytes_); }
+StorageImpl::~StorageImpl() { allocator_for(device_.type).deallocate(data_, nbytes_, device_.index); }
 
 }  // namespace gs

@@ -10,16 +10,32 @@
 
 namespace gs {
 
-// Allocates and frees bytes on one device type. CPU memory is 64-byte aligned for SIMD.
+// Bytes held by one device's allocator. `reserved` counts what it holds from the system or the
+// driver, cached free blocks included; `in_use` only live tensors.
+struct MemoryStats {
+  size_t in_use = 0;
+  size_t peak = 0;  // of in_use, since the last reset
+  size_t reserved = 0;
+  size_t reserved_peak = 0;
+};
+
+// Allocates and frees bytes on the devices of one type. CPU memory is 64-byte aligned for SIMD.
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  virtual void* allocate(size_t nbytes) = 0;
-  virtual void deallocate(void* p, size_t nbytes) = 0;
-  // Bytes currently held and the high-water mark since the last reset (benchmarks report these).
-  virtual size_t bytes_in_use() const = 0;
-  virtual size_t peak_bytes() const = 0;
-  virtual void reset_peak() = 0;
+  virtual void* allocate(size_t nbytes, int device_index) = 0;
+  virtual void deallocate(void* p, size_t nbytes, int device_index) = 0;
+  virtual MemoryStats stats(int device_index) const = 0;
+  virtual void reset_peak(int device_index) = 0;
+  // Gives cached free blocks back to the system (the driver).
+  virtual void empty_cache(int device_index) = 0;
+  // Work on `stream` also uses the block at `p` (stream-ordered allocators delay its reuse).
+  virtual void record_stream(void* p, int device_index, uintptr_t stream) {}
+
+  // Device 0 (the CPU) shorthands that benchmarks use.
+  size_t bytes_in_use() const { return stats(0).in_use; }
+  size_t peak_bytes() const { return stats(0).peak; }
+  void reset_peak() { reset_peak(0); }
 };
 
 // The allocator for a device type; CUDA registers its own when built with CUDA.
@@ -29,6 +45,10 @@ void register_allocator(DeviceType t, Allocator* a);
 using CopyFn = void (*)(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
 void register_device_copy(DeviceType t, CopyFn fn);
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
+// The allocator statistics of one device, and its cache handed back (empty_cache).
+MemoryStats memory_stats(Device d);
+void reset_peak_memory(Device d);
+void empty_cache(Device d);
 
 class StorageImpl {
  public:

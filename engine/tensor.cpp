@@ -4,7 +4,11 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
+#include "engine/cuda_runtime.h"
+#include "engine/strided_index.h"
 #include "engine/strided_loop.h"
+#include "engine/tensor_cuda.h"
+#include "gradsphere_config.h"
 
 namespace gs {
 
@@ -37,6 +41,15 @@ bool Tensor::is_contiguous() const {
 std::string Tensor::meta_str() const {
   if (!defined()) return "an undefined tensor";
   return fmt::format("{} {} on {}", dtype_name(dtype()), shape_str(sizes()), device().str());
+}
+
+void Tensor::check_data_access(DType want, const char* fn, bool host) const {
+  GS_CHECK(defined(), "{}<{}>() called on an undefined tensor", fn, dtype_name(want));
+  GS_CHECK(want == dtype(), "{}<{}>() called on a {} tensor", fn, dtype_name(want), dtype_name(dtype()));
+  GS_CHECK(!host || device().is_cpu(),
+           "{}<{}>() called on a tensor on {} ({}): its memory is not addressable from the host; copy it first "
+           "with to(t, Device::cpu()) or read it with to_vector()",
+           fn, dtype_name(want), device(), meta_str());
 }
 
 void* Tensor::raw_data() const {
@@ -217,11 +230,22 @@ void copy_values(const Tensor& dst, const Tensor& src) {
            src.device());
   GS_CHECK(is_expandable_to(src.sizes(), dst.sizes()), "copy: source {} cannot be broadcast to destination {}",
            shape_str(src.sizes()), shape_str(dst.sizes()));
-  GS_CHECK(dst.device().is_cpu(), "copy on {} is not implemented", dst.device());
   // Expand src to dst's shape with zero strides on broadcast dims.
   Shape st(dst.dim(), 0);
   int64_t off = dst.dim() - src.dim();
   for (int64_t d = 0; d < src.dim(); ++d) st[d + off] = src.sizes()[d] == 1 ? 0 : src.strides()[d];
+  if (dst.device().type == DeviceType::cuda) {
+#if GS_HAVE_CUDA
+    const Device d = dst.device();
+    cuda::require_device(d, "copy");
+    cuda_kernels::strided_copy(dst.dtype(), src.dtype(), dst.raw_data(), src.raw_data(),
+                               make_strided_loop<2>(dst.sizes(), {&dst.strides(), &st}),
+                               cuda::current_stream(d.index).handle);
+    cuda::check_launch("strided_copy", "copy");
+    return;
+#endif
+  }
+  GS_CHECK(dst.device().is_cpu(), "copy on {} is not available in this build", dst.device());
   auto expanded = std::make_shared<TensorImpl>(src.storage(), dst.sizes(), st, src.offset(), src.dtype());
   strided_convert(dst, Tensor(expanded));
 }

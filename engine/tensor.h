@@ -49,11 +49,17 @@ class Tensor {
   uint64_t version() const;          // of the storage: shared by all views
   std::string meta_str() const;      // "f32 (2, 3) on cpu"
 
-  // ---- raw data (CPU): pointer to the first element; checks the dtype.
+  // ---- raw data (CPU): pointer to the first element; checks the dtype, and refuses a device
+  // tensor, whose pointer the host cannot dereference.
   template <typename T>
   T* data() const {
-    GS_CHECK(dtype_of<T>::value == dtype(), "data<{}>() called on a {} tensor", dtype_name(dtype_of<T>::value),
-             dtype_name(dtype()));
+    check_data_access(dtype_of<T>::value, "data", true);
+    return static_cast<T*>(raw_data());
+  }
+  // The same for a tensor on any device, for kernel launchers that pass it to the device.
+  template <typename T>
+  T* device_data() const {
+    check_data_access(dtype_of<T>::value, "device_data", false);
     return static_cast<T*>(raw_data());
   }
   void* raw_data() const;
@@ -87,6 +93,7 @@ class Tensor {
   std::string str() const;  // readable printing (engine/print.cpp)
 
  private:
+  void check_data_access(DType want, const char* fn, bool host) const;
   std::shared_ptr<TensorImpl> impl_;
 };
 

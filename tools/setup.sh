@@ -49,6 +49,13 @@ else
   fi
 fi
 
+# CUDA: nvcc is usually installed outside PATH; Meson finds it (and builds the CUDA kernels, also
+# without a GPU) when it is on PATH. -Dcuda=disabled in MESON_ARGS turns it off.
+if ! command -v nvcc >/dev/null 2>&1 && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+  export CUDA_PATH="${CUDA_PATH:-/usr/local/cuda}"
+fi
+
 # Step 2: configure (once, or again when MESON_ARGS changed).
 args_file="$build_dir/.gs-setup-args"
 wanted_args="${meson_args[*]}"

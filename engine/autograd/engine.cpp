@@ -43,8 +43,9 @@ class NotDifferentiableAgain : public Node {
   std::string producer_;
 };
 
+// Device tensors are read through a copy to the host (to_vector): anomaly mode is a debugging
+// mode, and the check must see every gradient wherever it lives.
 bool has_non_finite(const Tensor& t) {
-  if (!t.device().is_cpu()) return false;
   bool bad = false;
   dispatch_float_complex(t.dtype(), "anomaly check", [&]<typename T>() {
     for (const T& v : t.to_vector<T>()) {

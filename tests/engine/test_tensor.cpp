@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "engine/cuda_runtime.h"
 #include "tests/engine/engine_test_util.h"
 
 using namespace gs;
@@ -342,16 +343,34 @@ TEST_CASE("CPU allocator: large blocks are reused and counted only while live") 
   gs::Allocator& a = gs::allocator_for(gs::DeviceType::cpu);
   const size_t before = a.bytes_in_use();
   const size_t n = 3 * 1024 * 1024 + 17;  // a large, odd size
-  void* p = a.allocate(n);
+  void* p = a.allocate(n, 0);
   CHECK(a.bytes_in_use() == before + n);
   CHECK(reinterpret_cast<uintptr_t>(p) % 64 == 0);
   std::memset(p, 1, n);
-  a.deallocate(p, n);
+  a.deallocate(p, n, 0);
   CHECK(a.bytes_in_use() == before);
-  void* q = a.allocate(n - 5);  // same size class
+  void* q = a.allocate(n - 5, 0);  // same size class
 #if !defined(__SANITIZE_ADDRESS__)
   CHECK(q == p);  // the freed block came back instead of a fresh mapping
 #endif
-  a.deallocate(q, n - 5);
+  a.deallocate(q, n - 5, 0);
   CHECK(a.bytes_in_use() == before);
+#if !defined(__SANITIZE_ADDRESS__)
+  CHECK(gs::memory_stats(gs::Device::cpu()).reserved >= before + n);  // the freed block is cached
+#endif
+  gs::empty_cache(gs::Device::cpu());
+  CHECK(gs::memory_stats(gs::Device::cpu()).reserved == gs::memory_stats(gs::Device::cpu()).in_use);
+}
+
+TEST_CASE("device seam: a CUDA tensor without a usable GPU is a clear error; data<T>() refuses device memory") {
+  if (gs::cuda::device_count() > 0) {
+    gs::Tensor t = gs::zeros({3}, gs::DType::f32, gs::Device::cuda());
+    CHECK(has(error_of([&] { t.data<float>(); }), "not addressable from the host"));
+    CHECK(t.to_vector<float>() == std::vector<float>{0, 0, 0});
+    return;
+  }
+  MESSAGE("no usable CUDA device (" << gs::cuda::unavailable_reason() << "): checking the errors only");
+  std::string e = error_of([] { gs::zeros({3}, gs::DType::f32, gs::Device::cuda()); });
+  CHECK(has(e, "cuda:0 is not available"));
+  CHECK(has(e, gs::cuda::unavailable_reason()));
 }
