@@ -25,13 +25,17 @@ struct StridedLoop {
   int64_t strides[N][kMaxLoopDims] = {};  // in elements; 0 along broadcast dims
 
   // off[k] = offset of operand k's element number `linear` (row-major over sizes).
+  // The outermost dim needs no division (what remains of `linear` is its index), so a loop that
+  // merged into one dim costs a multiply per operand.
   GS_HD_INDEX void offsets(int64_t linear, int64_t (&off)[N]) const {
     for (int k = 0; k < N; ++k) off[k] = 0;
-    for (int d = ndim - 1; d >= 0; --d) {
+    for (int d = ndim - 1; d >= 1; --d) {
       const int64_t i = linear % sizes[d];
       linear /= sizes[d];
       for (int k = 0; k < N; ++k) off[k] += i * strides[k][d];
     }
+    if (ndim > 0)
+      for (int k = 0; k < N; ++k) off[k] += linear * strides[k][0];
   }
 };
 

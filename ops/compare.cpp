@@ -11,22 +11,22 @@
 namespace gs {
 namespace {
 
-template <typename F>
-Tensor compare(const Tensor& a, const Tensor& b, const char* op, bool ordered, F f) {
+Tensor compare(const Tensor& a, const Tensor& b, const char* op, math::CompareCode code) {
   kernels::check_same_dtype(a, b, op);
   kernels::check_same_device(a, b, op);
-  kernels::check_cpu(a, op);
+  const bool ordered = code != math::CompareCode::eq && code != math::CompareCode::ne;
+  GS_CHECK(!ordered || !(is_complex(a.dtype()) || a.dtype() == DType::b8),
+           "{}: ordering comparisons need a real dtype (f32, f64, i64), got {}", op, dtype_name(a.dtype()));
   Tensor out = empty(broadcast_shapes(a.sizes(), b.sizes(), op), DType::b8, a.device());
-  dispatch_all(a.dtype(), op, [&]<typename T>() {
-    if constexpr (is_complex_v<T> || std::is_same_v<T, bool>) {
-      GS_CHECK(!ordered, "{}: ordering comparisons need a real dtype (f32, f64, i64), got {}", op,
-               dtype_name(a.dtype()));
-      // Only eq and ne get here; `f` cannot be instantiated for these types when it orders.
-      const bool negate = std::string_view(op) == "ne";
-      kernels::binary_loop<bool, T, T>(out, a, b, [negate](T x, T y) { return (x == y) != negate; });
-    } else {
-      kernels::binary_loop<bool, T, T>(out, a, b, f);
-    }
+  if (kernels::on_cuda(a)) {
+    kernels::cuda_compare(code, out, a, b, op);
+    return out;
+  }
+  kernels::check_cpu(a, op);
+  math::with_compare(code, [&](auto f) {
+    dispatch_all(a.dtype(), op, [&]<typename T>() {
+      if constexpr (std::is_invocable_v<decltype(f), T, T>) kernels::binary_loop<bool, T, T>(out, a, b, f);
+    });
   });
   return out;
 }
@@ -42,12 +42,12 @@ std::pair<Tensor, Tensor> scalar_operands(const Tensor& like, double v) {
 
 }  // namespace
 
-Tensor eq(const Tensor& a, const Tensor& b) { return compare(a, b, "eq", false, [](auto x, auto y) { return x == y; }); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare(a, b, "ne", false, [](auto x, auto y) { return x != y; }); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare(a, b, "lt", true, [](auto x, auto y) { return x < y; }); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare(a, b, "le", true, [](auto x, auto y) { return x <= y; }); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare(a, b, "gt", true, [](auto x, auto y) { return x > y; }); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare(a, b, "ge", true, [](auto x, auto y) { return x >= y; }); }
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(a, b, "eq", math::CompareCode::eq); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(a, b, "ne", math::CompareCode::ne); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(a, b, "lt", math::CompareCode::lt); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(a, b, "le", math::CompareCode::le); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(a, b, "gt", math::CompareCode::gt); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(a, b, "ge", math::CompareCode::ge); }
 Tensor eq(const Tensor& a, double b) {
   auto [x, y] = scalar_operands(a, b);
   return eq(x, y);
@@ -73,7 +73,8 @@ Tensor logical_not(const Tensor& mask) {
   kernels::check_defined(mask, "logical_not");
   GS_CHECK(mask.dtype() == DType::b8, "logical_not: expected a bool mask, got {}", mask.meta_str());
   Tensor out = empty(mask.sizes(), DType::b8, mask.device());
-  kernels::unary_loop<bool, bool>(out, mask, [](bool v) { return !v; });
+  if (kernels::on_cuda(mask)) kernels::cuda_unary(math::UnaryCode::logical_not, 0, out, mask, "logical_not");
+  else kernels::unary_loop<bool, bool>(out, mask, math::LogicalNot{});
   return out;
 }
 
@@ -81,22 +82,22 @@ Tensor logical_and(const Tensor& a, const Tensor& b) {
   GS_CHECK(a.defined() && b.defined() && a.dtype() == DType::b8 && b.dtype() == DType::b8,
            "logical_and: expected two bool masks, got {} and {}", a.meta_str(),
            b.meta_str());
+  kernels::check_same_device(a, b, "logical_and");
   Tensor out = empty(broadcast_shapes(a.sizes(), b.sizes(), "logical_and"), DType::b8, a.device());
-  kernels::binary_loop<bool, bool, bool>(out, a, b, [](bool x, bool y) { return x && y; });
+  if (kernels::on_cuda(a)) kernels::cuda_binary(math::BinaryCode::logical_and, out, a, b, "logical_and");
+  else kernels::binary_loop<bool, bool, bool>(out, a, b, math::LogicalAnd{});
   return out;
 }
 
 Tensor isfinite(const Tensor& t) {
   kernels::check_defined(t, "isfinite");
-  kernels::check_cpu(t, "isfinite");
   Tensor out = empty(t.sizes(), DType::b8, t.device());
-  dispatch_all(t.dtype(), "isfinite", [&]<typename T>() {
-    kernels::unary_loop<bool, T>(out, t, [](T v) {
-      if constexpr (is_complex_v<T>) return std::isfinite(v.real()) && std::isfinite(v.imag());
-      else if constexpr (std::is_floating_point_v<T>) return std::isfinite(v);
-      else return true;
-    });
-  });
+  if (kernels::on_cuda(t)) {
+    kernels::cuda_isfinite(out, t);
+    return out;
+  }
+  kernels::check_cpu(t, "isfinite");
+  dispatch_all(t.dtype(), "isfinite", [&]<typename T>() { kernels::unary_loop<bool, T>(out, t, math::IsFinite{}); });
   return out;
 }
 
@@ -114,23 +115,27 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   kernels::check_same_dtype(a, b, "where");
   kernels::check_same_device(a, b, "where");
   kernels::check_same_device(cond, a, "where");
-  kernels::check_cpu(a, "where");
   Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
   Tensor out = empty(shape, a.dtype(), a.device());
-  dispatch_all(a.dtype(), "where", [&]<typename T>() {
-    T* o = out.data<T>();
-    const bool* pc = static_cast<const bool*>(cond.storage()->data());
-    const T* pa = static_cast<const T*>(a.storage()->data());
-    const T* pb = static_cast<const T*>(b.storage()->data());
-    kernels::parallel_runs<4>(
-        shape,
-        {contiguous_strides(shape), kernels::expanded_strides(cond, shape), kernels::expanded_strides(a, shape),
-         kernels::expanded_strides(b, shape)},
-        {0, cond.offset(), a.offset(), b.offset()}, [&](auto off, auto in, int64_t len) {
-          for (int64_t i = 0; i < len; ++i)
-            o[off[0] + i] = pc[off[1] + i * in[1]] ? pa[off[2] + i * in[2]] : pb[off[3] + i * in[3]];
-        });
-  });
+  if (kernels::on_cuda(a)) {
+    kernels::cuda_where(out, cond, a, b);
+  } else {
+    kernels::check_cpu(a, "where");
+    dispatch_all(a.dtype(), "where", [&]<typename T>() {
+      T* o = out.data<T>();
+      const bool* pc = static_cast<const bool*>(cond.storage()->data());
+      const T* pa = static_cast<const T*>(a.storage()->data());
+      const T* pb = static_cast<const T*>(b.storage()->data());
+      kernels::parallel_runs<4>(
+          shape,
+          {contiguous_strides(shape), kernels::expanded_strides(cond, shape), kernels::expanded_strides(a, shape),
+           kernels::expanded_strides(b, shape)},
+          {0, cond.offset(), a.offset(), b.offset()}, [&](auto off, auto in, int64_t len) {
+            for (int64_t i = 0; i < len; ++i)
+              o[off[0] + i] = pc[off[1] + i * in[1]] ? pa[off[2] + i * in[2]] : pb[off[3] + i * in[3]];
+          });
+    });
+  }
   if (should_record({a, b}))
     record_op("where", {a, b}, {&out}, {cond}, {}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       Tensor c = ctx.saved(0), zero = full({}, 0.0, g[0].dtype(), g[0].device());

@@ -23,11 +23,15 @@ Tensor component_view(const Tensor& z, int component) {
 Tensor conj(const Tensor& z) {
   kernels::check_defined(z, "conj");
   if (!is_complex(z.dtype())) return z;
-  kernels::check_cpu(z, "conj");
   Tensor out = empty(z.sizes(), z.dtype(), z.device());
-  dispatch_float_complex(z.dtype(), "conj", [&]<typename T>() {
-    if constexpr (is_complex_v<T>) kernels::unary_loop<T, T>(out, z, [](T v) { return std::conj(v); });
-  });
+  if (kernels::on_cuda(z)) {
+    kernels::cuda_unary(math::UnaryCode::conj, 0, out, z, "conj");
+  } else {
+    kernels::check_cpu(z, "conj");
+    dispatch_float_complex(z.dtype(), "conj", [&]<typename T>() {
+      if constexpr (is_complex_v<T>) kernels::unary_loop<T, T>(out, z, math::Conj{});
+    });
+  }
   if (should_record({z}))
     record_op("conj", {z}, {&out}, {}, {},
               [](BackwardContext&, const std::vector<Tensor>& g) { return std::vector<Tensor>{conj(g[0])}; });
@@ -37,12 +41,16 @@ Tensor conj(const Tensor& z) {
 Tensor complex(const Tensor& re, const Tensor& im) {
   kernels::check_same_dtype(re, im, "complex");
   kernels::check_same_device(re, im, "complex");
-  kernels::check_cpu(re, "complex");
   GS_CHECK(is_floating(re.dtype()), "complex: expected f32 or f64 parts, got {}", dtype_name(re.dtype()));
   Tensor out = empty(broadcast_shapes(re.sizes(), im.sizes(), "complex"), complex_dtype(re.dtype()), re.device());
-  dispatch_float(re.dtype(), "complex", [&]<typename T>() {
-    kernels::binary_loop<std::complex<T>, T, T>(out, re, im, [](T a, T b) { return std::complex<T>(a, b); });
-  });
+  if (kernels::on_cuda(re)) {
+    kernels::cuda_make_complex(out, re, im);
+  } else {
+    kernels::check_cpu(re, "complex");
+    dispatch_float(re.dtype(), "complex", [&]<typename T>() {
+      kernels::binary_loop<std::complex<T>, T, T>(out, re, im, math::MakeComplex<std::complex<T>>{});
+    });
+  }
   if (should_record({re, im}))
     record_op("complex", {re, im}, {&out}, {}, {}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       // L depends on x = Re z and y = Im z: dL/dre = Re g, dL/dim = Im g.

@@ -15,14 +15,23 @@
 namespace gs {
 namespace {
 
-// out = f(a, b) over the broadcast shape, for the float and complex dtypes.
-template <typename F>
-Tensor binary_float_complex(const Tensor& a, const Tensor& b, const char* op, F f) {
+// out = f(a, b) over the broadcast shape, f the functor of `code` (ops/elementwise_math.h), for
+// the float and complex dtypes (pow: checked real by its caller), on the inputs' device.
+Tensor binary_float_complex(const Tensor& a, const Tensor& b, const char* op, math::BinaryCode code) {
   kernels::check_same_dtype(a, b, op);
   kernels::check_same_device(a, b, op);
-  kernels::check_cpu(a, op);
+  kernels::check_float_complex(a, op);
   Tensor out = empty(broadcast_shapes(a.sizes(), b.sizes(), op), a.dtype(), a.device());
-  dispatch_float_complex(a.dtype(), op, [&]<typename T>() { kernels::binary_loop<T, T, T>(out, a, b, f); });
+  if (kernels::on_cuda(a)) {
+    kernels::cuda_binary(code, out, a, b, op);
+    return out;
+  }
+  kernels::check_cpu(a, op);
+  math::with_binary(code, [&](auto f) {
+    dispatch_float_complex(a.dtype(), op, [&]<typename T>() {
+      if constexpr (std::is_invocable_v<decltype(f), T, T>) kernels::binary_loop<T, T, T>(out, a, b, f);
+    });
+  });
   return out;
 }
 
@@ -34,7 +43,7 @@ Tensor scalar_like(const Tensor& t, double value) {
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_float_complex(a, b, "add", [](auto x, auto y) { return x + y; });
+  Tensor out = binary_float_complex(a, b, "add", math::BinaryCode::add);
   if (should_record({a, b}))
     record_op("add", {a, b}, {&out}, {}, {}, [](BackwardContext&, const std::vector<Tensor>& g) {
       return std::vector<Tensor>{g[0], g[0]};
@@ -43,7 +52,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_float_complex(a, b, "sub", [](auto x, auto y) { return x - y; });
+  Tensor out = binary_float_complex(a, b, "sub", math::BinaryCode::sub);
   if (should_record({a, b}))
     record_op("sub", {a, b}, {&out}, {}, {}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       return std::vector<Tensor>{g[0], ctx.needs_input_grad(1) ? neg(g[0]) : Tensor()};
@@ -52,7 +61,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_float_complex(a, b, "mul", [](auto x, auto y) { return x * y; });
+  Tensor out = binary_float_complex(a, b, "mul", math::BinaryCode::mul);
   if (should_record({a, b}))
     record_op("mul", {a, b}, {&out}, {a, b}, {}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       // d(ab)/da = b: the complex chain rule conjugates the partner.
@@ -64,7 +73,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_float_complex(a, b, "div", [](auto x, auto y) { return x / y; });
+  Tensor out = binary_float_complex(a, b, "div", math::BinaryCode::div);
   if (should_record({a, b}))
     record_op("div", {a, b}, {&out}, {a, b}, {}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       Tensor b = ctx.saved(1);
@@ -80,10 +89,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor pow(const Tensor& a, const Tensor& b) {
   kernels::check_same_dtype(a, b, "pow");
   GS_CHECK(is_floating(a.dtype()), "pow: expected f32 or f64 tensors, got {}", dtype_name(a.dtype()));
-  Tensor out = binary_float_complex(a, b, "pow", [](auto x, auto y) {
-    if constexpr (is_complex_v<decltype(x)>) return x;  // unreachable: checked above
-    else return std::pow(x, y);
-  });
+  Tensor out = binary_float_complex(a, b, "pow", math::BinaryCode::pow);
   if (should_record({a, b}))
     record_op("pow", {a, b}, {&out}, {a, b}, {0}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       Tensor a = ctx.saved(0), b = ctx.saved(1), out = ctx.saved(2);
@@ -109,20 +115,16 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 Tensor pow(const Tensor& a, double exponent) {
   GS_CHECK(a.defined() && is_floating(a.dtype()), "pow: expected an f32 or f64 tensor, got {}",
            a.meta_str());
-  kernels::check_cpu(a, "pow");
   Tensor out = empty(a.sizes(), a.dtype(), a.device());
-  dispatch_float(a.dtype(), "pow", [&]<typename T>() {
-    const T e = static_cast<T>(exponent);
-    // torch's special exponents (its pow_tensor_scalar kernel): the same numbers as std::pow except
-    // at signed zeros and -inf (sqrt(-0) = -0, sqrt(-inf) = NaN, 1 / sqrt(-0) = -inf).
-    if (exponent == 2.0) kernels::unary_loop<T, T>(out, a, [](T x) { return x * x; });
-    else if (exponent == 3.0) kernels::unary_loop<T, T>(out, a, [](T x) { return x * x * x; });
-    else if (exponent == 0.5) kernels::unary_loop<T, T>(out, a, [](T x) { return std::sqrt(x); });
-    else if (exponent == -0.5) kernels::unary_loop<T, T>(out, a, [](T x) { return T(1) / std::sqrt(x); });
-    else if (exponent == -1.0) kernels::unary_loop<T, T>(out, a, [](T x) { return T(1) / x; });
-    else if (exponent == -2.0) kernels::unary_loop<T, T>(out, a, [](T x) { return T(1) / (x * x); });
-    else kernels::unary_loop<T, T>(out, a, [e](T x) { return std::pow(x, e); });
-  });
+  if (kernels::on_cuda(a)) {
+    kernels::cuda_unary(math::UnaryCode::pow_scalar, exponent, out, a, "pow");
+  } else {
+    kernels::check_cpu(a, "pow");
+    // torch's special exponents (0.5, -1, ...) are picked once here, not per element.
+    math::with_pow_scalar(exponent, [&](auto f) {
+      dispatch_float(a.dtype(), "pow", [&]<typename T>() { kernels::unary_loop<T, T>(out, a, f); });
+    });
+  }
   if (should_record({a}))
     record_op("pow_scalar", {a}, {&out}, {a}, {}, [exponent](BackwardContext& ctx, const std::vector<Tensor>& g) {
       Tensor a = ctx.saved(0);

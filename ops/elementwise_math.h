@@ -114,10 +114,61 @@ struct Pow {
   template <typename T> GS_HD T operator()(T x, T y) const requires is_real_v<T> { return std::pow(x, y); }
 };
 
+struct Conj {
+  template <typename T> GS_HD T operator()(T z) const requires(!std::is_arithmetic_v<T>) { using std::conj; return conj(z); }
+};
+struct LogicalNot {
+  GS_HD bool operator()(bool v) const { return !v; }
+};
+struct LogicalAnd {
+  GS_HD bool operator()(bool x, bool y) const { return x && y; }
+};
+// |z| of a complex z, a real number.
+struct ComplexAbs {
+  template <typename T> GS_HD auto operator()(T z) const requires(!std::is_arithmetic_v<T>) { using std::abs; return abs(z); }
+};
+struct IsFinite {
+  template <typename T> GS_HD bool operator()(T v) const {
+    if constexpr (std::is_floating_point_v<T>) return std::isfinite(v);
+    else if constexpr (std::is_integral_v<T>) return true;
+    else return std::isfinite(v.real()) && std::isfinite(v.imag());
+  }
+};
+// complex(re, im) as a value of type C.
+template <typename C>
+struct MakeComplex {
+  template <typename R> GS_HD C operator()(R re, R im) const { return C(re, im); }
+};
+
+// Comparisons give bool. Complex and bool operands only have eq and ne (checked by the op).
+struct Eq { template <typename T> GS_HD bool operator()(T x, T y) const { return x == y; } };
+struct Ne { template <typename T> GS_HD bool operator()(T x, T y) const { return x != y; } };
+struct Lt { template <typename T> GS_HD bool operator()(T x, T y) const requires std::is_arithmetic_v<T> { return x < y; } };
+struct Le { template <typename T> GS_HD bool operator()(T x, T y) const requires std::is_arithmetic_v<T> { return x <= y; } };
+struct Gt { template <typename T> GS_HD bool operator()(T x, T y) const requires std::is_arithmetic_v<T> { return x > y; } };
+struct Ge { template <typename T> GS_HD bool operator()(T x, T y) const requires std::is_arithmetic_v<T> { return x >= y; } };
+
+enum class CompareCode : uint8_t { eq, ne, lt, le, gt, ge };
+
+template <typename F>
+auto with_compare(CompareCode code, F&& f) {
+  switch (code) {
+    case CompareCode::eq: return f(Eq{});
+    case CompareCode::ne: return f(Ne{});
+    case CompareCode::lt: return f(Lt{});
+    case CompareCode::le: return f(Le{});
+    case CompareCode::gt: return f(Gt{});
+    case CompareCode::ge: return f(Ge{});
+  }
+  return f(Eq{});
+}
+
 // The codes by which an op's .cpp names its functor to a device launcher. `complex` says whether
 // the op also takes complex operands.
-enum class UnaryCode : uint8_t { neg, exp, log, sqrt, rsqrt, abs, sign, tanh, sigmoid, relu, erf, gelu, gelu_tanh, silu, pow_scalar };
-enum class BinaryCode : uint8_t { add, sub, mul, div, pow };
+enum class UnaryCode : uint8_t {
+  neg, exp, log, sqrt, rsqrt, abs, sign, tanh, sigmoid, relu, erf, gelu, gelu_tanh, silu, pow_scalar, conj, logical_not
+};
+enum class BinaryCode : uint8_t { add, sub, mul, div, pow, logical_and };
 
 // Calls f(functor) with the functor of `code` (param: pow_scalar's exponent). Host code: the
 // CUDA launchers use it to pick the kernel to instantiate.
@@ -150,6 +201,8 @@ auto with_unary(UnaryCode code, double param, F&& f) {
     case UnaryCode::gelu_tanh: return f(GeluTanh{});
     case UnaryCode::silu: return f(Silu{});
     case UnaryCode::pow_scalar: return with_pow_scalar(param, f);
+    case UnaryCode::conj: return f(Conj{});
+    case UnaryCode::logical_not: return f(LogicalNot{});
   }
   return f(Neg{});
 }
@@ -162,6 +215,7 @@ auto with_binary(BinaryCode code, F&& f) {
     case BinaryCode::mul: return f(Mul{});
     case BinaryCode::div: return f(Div{});
     case BinaryCode::pow: return f(Pow{});
+    case BinaryCode::logical_and: return f(LogicalAnd{});
   }
   return f(Add{});
 }

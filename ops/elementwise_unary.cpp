@@ -16,28 +16,30 @@ namespace {
 
 enum class Domain { real, real_or_complex };
 
-template <typename F>
-Tensor unary(const Tensor& a, const char* op, Domain domain, F f) {
+// out = f(a) elementwise, f the functor of `code` (ops/elementwise_math.h), on a's device.
+Tensor unary(const Tensor& a, const char* op, Domain domain, math::UnaryCode code, double param = 0) {
   kernels::check_defined(a, op);
-  kernels::check_cpu(a, op);
   GS_CHECK(is_floating(a.dtype()) || (domain == Domain::real_or_complex && is_complex(a.dtype())),
            "{}: expected {} tensor, got {}", op,
            domain == Domain::real ? "an f32 or f64" : "an f32, f64, c64 or c128", a.meta_str());
   Tensor out = empty(a.sizes(), a.dtype(), a.device());
-  dispatch_float_complex(a.dtype(), op, [&]<typename T>() {
-    if constexpr (std::is_invocable_v<F, T>) kernels::unary_loop<T, T>(out, a, f);
+  if (kernels::on_cuda(a)) {
+    kernels::cuda_unary(code, param, out, a, op);
+    return out;
+  }
+  kernels::check_cpu(a, op);
+  math::with_unary(code, param, [&](auto f) {
+    dispatch_float_complex(a.dtype(), op, [&]<typename T>() {
+      if constexpr (std::is_invocable_v<decltype(f), T>) kernels::unary_loop<T, T>(out, a, f);
+    });
   });
   return out;
 }
 
-// Real-only lambdas are constrained so the complex instantiations are skipped at compile time.
-#define REAL_FN(body) []<typename T>(T x) requires std::is_floating_point_v<T> { body; }
-
-
 }  // namespace
 
 Tensor neg(const Tensor& a) {
-  Tensor out = unary(a, "neg", Domain::real_or_complex, [](auto x) { return -x; });
+  Tensor out = unary(a, "neg", Domain::real_or_complex, math::UnaryCode::neg);
   if (should_record({a}))
     record_op("neg", {a}, {&out}, {}, {},
               [](BackwardContext&, const std::vector<Tensor>& g) { return std::vector<Tensor>{neg(g[0])}; });
@@ -45,7 +47,7 @@ Tensor neg(const Tensor& a) {
 }
 
 Tensor exp(const Tensor& a) {
-  Tensor out = unary(a, "exp", Domain::real_or_complex, [](auto x) { return std::exp(x); });
+  Tensor out = unary(a, "exp", Domain::real_or_complex, math::UnaryCode::exp);
   if (should_record({a}))
     record_op("exp", {a}, {&out}, {}, {0}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       return std::vector<Tensor>{mul(g[0], conj(ctx.saved(0)))};
@@ -54,7 +56,7 @@ Tensor exp(const Tensor& a) {
 }
 
 Tensor log(const Tensor& a) {
-  Tensor out = unary(a, "log", Domain::real, REAL_FN(return std::log(x)));
+  Tensor out = unary(a, "log", Domain::real, math::UnaryCode::log);
   if (should_record({a}))
     record_op("log", {a}, {&out}, {a}, {}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       return std::vector<Tensor>{div(g[0], ctx.saved(0))};
@@ -63,7 +65,7 @@ Tensor log(const Tensor& a) {
 }
 
 Tensor sqrt(const Tensor& a) {
-  Tensor out = unary(a, "sqrt", Domain::real, REAL_FN(return std::sqrt(x)));
+  Tensor out = unary(a, "sqrt", Domain::real, math::UnaryCode::sqrt);
   if (should_record({a}))
     record_op("sqrt", {a}, {&out}, {}, {0}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       return std::vector<Tensor>{div(g[0], mul(ctx.saved(0), 2.0))};
@@ -72,7 +74,7 @@ Tensor sqrt(const Tensor& a) {
 }
 
 Tensor rsqrt(const Tensor& a) {
-  Tensor out = unary(a, "rsqrt", Domain::real, REAL_FN(return T(1) / std::sqrt(x)));
+  Tensor out = unary(a, "rsqrt", Domain::real, math::UnaryCode::rsqrt);
   if (should_record({a}))
     record_op("rsqrt", {a}, {&out}, {}, {0}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       // d/dx x^{-1/2} = -1/2 x^{-3/2} = -1/2 out^3
@@ -83,7 +85,7 @@ Tensor rsqrt(const Tensor& a) {
 }
 
 Tensor sign(const Tensor& a) {
-  Tensor out = unary(a, "sign", Domain::real, REAL_FN(return static_cast<T>((x > 0) - (x < 0))));
+  Tensor out = unary(a, "sign", Domain::real, math::UnaryCode::sign);
   if (should_record({a}))
     record_op("sign", {a}, {&out}, {}, {},
               [](BackwardContext&, const std::vector<Tensor>& g) { return std::vector<Tensor>{zeros_like(g[0])}; });
@@ -93,11 +95,15 @@ Tensor sign(const Tensor& a) {
 Tensor abs(const Tensor& a) {
   kernels::check_defined(a, "abs");
   if (is_complex(a.dtype())) {
-    kernels::check_cpu(a, "abs");
     Tensor out = empty(a.sizes(), real_dtype(a.dtype()), a.device());
-    dispatch_float_complex(a.dtype(), "abs", [&]<typename T>() {
-      if constexpr (is_complex_v<T>) kernels::unary_loop<real_t<T>, T>(out, a, [](T v) { return std::abs(v); });
-    });
+    if (kernels::on_cuda(a)) {
+      kernels::cuda_complex_abs(out, a);
+    } else {
+      kernels::check_cpu(a, "abs");
+      dispatch_float_complex(a.dtype(), "abs", [&]<typename T>() {
+        if constexpr (is_complex_v<T>) kernels::unary_loop<real_t<T>, T>(out, a, math::ComplexAbs{});
+      });
+    }
     if (should_record({a}))
       record_op("abs", {a}, {&out}, {a}, {}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
         // d|z| = Re(conj(z/|z|) dz): gradient g * z / |z| (0 at z = 0). |z| is recomputed rather than
@@ -109,7 +115,7 @@ Tensor abs(const Tensor& a) {
       });
     return out;
   }
-  Tensor out = unary(a, "abs", Domain::real, REAL_FN(return std::abs(x)));
+  Tensor out = unary(a, "abs", Domain::real, math::UnaryCode::abs);
   if (should_record({a}))
     record_op("abs", {a}, {&out}, {a}, {}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       return std::vector<Tensor>{mul(g[0], sign(ctx.saved(0)))};
@@ -118,7 +124,7 @@ Tensor abs(const Tensor& a) {
 }
 
 Tensor tanh(const Tensor& a) {
-  Tensor out = unary(a, "tanh", Domain::real, REAL_FN(return std::tanh(x)));
+  Tensor out = unary(a, "tanh", Domain::real, math::UnaryCode::tanh);
   if (should_record({a}))
     record_op("tanh", {a}, {&out}, {}, {0}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       Tensor o = ctx.saved(0);
@@ -128,10 +134,7 @@ Tensor tanh(const Tensor& a) {
 }
 
 Tensor sigmoid(const Tensor& a) {
-  Tensor out = unary(a, "sigmoid", Domain::real, []<typename T>(T x) requires std::is_floating_point_v<T> {
-    // Stable on both tails.
-    return x >= 0 ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x));
-  });
+  Tensor out = unary(a, "sigmoid", Domain::real, math::UnaryCode::sigmoid);
   if (should_record({a}))
     record_op("sigmoid", {a}, {&out}, {}, {0}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       Tensor s = ctx.saved(0);
@@ -143,7 +146,7 @@ Tensor sigmoid(const Tensor& a) {
 Tensor relu(const Tensor& a) {
   // NaN stays NaN (x > 0 is false for it), as torch's relu; so does its gradient: torch's
   // threshold_backward zeroes where the output is <= 0, which a NaN is not.
-  Tensor out = unary(a, "relu", Domain::real, REAL_FN(return x > 0 || x != x ? x : T(0)));
+  Tensor out = unary(a, "relu", Domain::real, math::UnaryCode::relu);
   if (should_record({a}))
     record_op("relu", {a}, {&out}, {}, {0}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       return std::vector<Tensor>{where(le(ctx.saved(0), 0.0), scalar_like(g[0], 0.0), g[0])};
@@ -152,7 +155,7 @@ Tensor relu(const Tensor& a) {
 }
 
 Tensor erf(const Tensor& a) {
-  Tensor out = unary(a, "erf", Domain::real, REAL_FN(return std::erf(x)));
+  Tensor out = unary(a, "erf", Domain::real, math::UnaryCode::erf);
   if (should_record({a}))
     record_op("erf", {a}, {&out}, {a}, {}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       Tensor x = ctx.saved(0);
@@ -162,21 +165,17 @@ Tensor erf(const Tensor& a) {
 }
 
 namespace {
-constexpr double kSqrt2 = std::numbers::sqrt2;
-constexpr double kTanhK = 0.7978845608028654;  // sqrt(2/pi)
-constexpr double kTanhC = 0.044715;
+constexpr double kSqrt2 = math::kSqrt2;
+constexpr double kTanhK = math::kGeluTanhK;
+constexpr double kTanhC = math::kGeluTanhC;
 }  // namespace
 
 Tensor gelu(const Tensor& a, GeluApprox approx) {
   Tensor out;
   if (approx == GeluApprox::none) {
-    out = unary(a, "gelu", Domain::real, []<typename T>(T x) requires std::is_floating_point_v<T> {
-      return T(0.5) * x * (T(1) + std::erf(x / T(kSqrt2)));
-    });
+    out = unary(a, "gelu", Domain::real, math::UnaryCode::gelu);
   } else {
-    out = unary(a, "gelu", Domain::real, []<typename T>(T x) requires std::is_floating_point_v<T> {
-      return T(0.5) * x * (T(1) + std::tanh(T(kTanhK) * (x + T(kTanhC) * x * x * x)));
-    });
+    out = unary(a, "gelu", Domain::real, math::UnaryCode::gelu_tanh);
   }
   if (should_record({a}))
     record_op(approx == GeluApprox::none ? "gelu" : "gelu_tanh", {a}, {&out}, {a}, {},
@@ -200,9 +199,7 @@ Tensor gelu(const Tensor& a, GeluApprox approx) {
 }
 
 Tensor silu(const Tensor& a) {
-  Tensor out = unary(a, "silu", Domain::real, []<typename T>(T x) requires std::is_floating_point_v<T> {
-    return x >= 0 ? x / (T(1) + std::exp(-x)) : x * std::exp(x) / (T(1) + std::exp(x));
-  });
+  Tensor out = unary(a, "silu", Domain::real, math::UnaryCode::silu);
   if (should_record({a}))
     record_op("silu", {a}, {&out}, {a}, {}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       Tensor x = ctx.saved(0), s = sigmoid(x);

@@ -7,6 +7,7 @@
 
 #include "engine/strided_loop.h"
 #include "engine/tensor.h"
+#include "ops/elementwise_math.h"
 
 namespace gs::kernels {
 
@@ -16,7 +17,24 @@ inline constexpr int64_t kParallelGrain = 32768;
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
 void check_same_device(const Tensor& a, const Tensor& b, const char* op);
 void check_defined(const Tensor& t, const char* op, const char* what = "input");
+// f32, f64, c64 or c128, with dispatch_float_complex's error, before any device is chosen.
+void check_float_complex(const Tensor& t, const char* op);
+// For ops that have no kernel on t's device yet: a clear error naming the op and the device.
 void check_cpu(const Tensor& t, const char* op);
+
+// ---- CUDA twins of the loops below (ops/elementwise_cuda.cu), for an op whose inputs are on a
+// CUDA device: `out` is the op's fresh contiguous output, the operands broadcast to its shape.
+// Each throws naming `op` when the device is unusable or the dtype has no kernel.
+bool on_cuda(const Tensor& t);
+void cuda_unary(math::UnaryCode code, double param, const Tensor& out, const Tensor& a, const char* op);
+void cuda_binary(math::BinaryCode code, const Tensor& out, const Tensor& a, const Tensor& b, const char* op);
+void cuda_compare(math::CompareCode code, const Tensor& out, const Tensor& a, const Tensor& b, const char* op);
+void cuda_isfinite(const Tensor& out, const Tensor& a);
+void cuda_complex_abs(const Tensor& out, const Tensor& a);
+void cuda_make_complex(const Tensor& out, const Tensor& re, const Tensor& im);
+void cuda_where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+// The current stream of t's device (a cudaStream_t), after checking the device is usable.
+void* cuda_stream(const Tensor& t, const char* op);
 
 // A result that an op made as a reshape (or squeeze) of a tensor it created itself: the user took
 // no view, so the result must not act as one (an in-place write on it would be refused as a
