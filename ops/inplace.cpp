@@ -33,7 +33,6 @@ void check_no_self_overlap(const Tensor& self, const char* op) {
 
 void check_target(const Tensor& self, const char* op) {
   kernels::check_defined(self, op, "the tensor to modify");
-  kernels::check_cpu(self, op);
   check_no_self_overlap(self, op);
 }
 
@@ -108,6 +107,12 @@ void inplace_unary(const Tensor& self, F f) {
   });
 }
 
+// The CUDA twin of inplace_binary: self = f(self, other) by the elementwise kernel, which writes
+// through self's strides (each element read and written by one thread, so aliasing self is safe).
+void cuda_inplace(math::BinaryCode code, const Tensor& self, const Tensor& other, const char* op) {
+  kernels::cuda_binary(code, self, self, other, op);
+}
+
 template <typename T>
 T scalar_as(double v) {
   if constexpr (is_complex_v<T>) return T(static_cast<real_t<T>>(v), 0);
@@ -140,6 +145,12 @@ std::vector<Tensor> zero_grad_rule(BackwardContext&, const std::vector<Tensor>& 
 Tensor& fill_impl(Tensor& self, double value, const char* op) {
   check_target(self, op);
   check_inplace(self, op, {});
+  if (kernels::on_cuda(self)) {
+    copy_values(self, full({}, value, self.dtype(), self.device()));
+    finish_inplace(self, op, {}, zero_grad_rule);
+    return self;
+  }
+  kernels::check_cpu(self, op);
   dispatch_all(self.dtype(), op, [&]<typename T>() {
     const T v = [&] {
       if constexpr (std::is_same_v<T, bool>) return value != 0.0;
@@ -158,11 +169,17 @@ Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
   check_scalar_fits(self, alpha, "add_", "alpha");
   check_inplace(self, "add_", {other});
   const Tensor src = value_before_write(self, other);
-  dispatch_arith(self.dtype(), "add_", [&]<typename T>() {
-    const T a = scalar_as<T>(alpha);
-    if (alpha == 1.0) inplace_binary<T>(self, src, [](T x, T y) { return x + y; });
-    else inplace_binary<T>(self, src, [a](T x, T y) { return x + a * y; });
-  });
+  if (kernels::on_cuda(self)) {
+    NoGradGuard ng;
+    cuda_inplace(math::BinaryCode::add, self, alpha == 1.0 ? src : mul(src.detach(), alpha), "add_");
+  } else {
+    kernels::check_cpu(self, "add_");
+    dispatch_arith(self.dtype(), "add_", [&]<typename T>() {
+      const T a = scalar_as<T>(alpha);
+      if (alpha == 1.0) inplace_binary<T>(self, src, math::Add{});
+      else inplace_binary<T>(self, src, [a](T x, T y) { return x + a * y; });
+    });
+  }
   finish_inplace(self, "add_", {src}, [alpha](BackwardContext& ctx, const std::vector<Tensor>& g) {
     Tensor g_other = !ctx.needs_input_grad(1) ? Tensor() : alpha == 1.0 ? g[0] : mul(g[0], alpha);
     return std::vector<Tensor>{g[0], g_other};
@@ -174,10 +191,15 @@ Tensor& add_(Tensor& self, double value) {
   check_target(self, "add_");
   check_scalar_fits(self, value, "add_", "the value");
   check_inplace(self, "add_", {});
-  dispatch_arith(self.dtype(), "add_", [&]<typename T>() {
-    const T v = scalar_as<T>(value);
-    inplace_unary<T>(self, [v](T x) { return x + v; });
-  });
+  if (kernels::on_cuda(self)) {
+    cuda_inplace(math::BinaryCode::add, self, full({}, value, self.dtype(), self.device()), "add_");
+  } else {
+    kernels::check_cpu(self, "add_");
+    dispatch_arith(self.dtype(), "add_", [&]<typename T>() {
+      const T v = scalar_as<T>(value);
+      inplace_unary<T>(self, [v](T x) { return x + v; });
+    });
+  }
   finish_inplace(self, "add_", {}, [](BackwardContext&, const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
   return self;
 }
@@ -193,9 +215,12 @@ Tensor& mul_(Tensor& self, const Tensor& other) {
   // the clone of old self).
   const Tensor src = other.is_same(self) && old_self.defined() ? old_self : value_before_write(self, other);
   const Tensor saved_other = record && self.requires_grad() ? src : Tensor();
-  dispatch_arith(self.dtype(), "mul_", [&]<typename T>() {
-    inplace_binary<T>(self, src, [](T x, T y) { return x * y; });
-  });
+  if (kernels::on_cuda(self)) {
+    cuda_inplace(math::BinaryCode::mul, self, src, "mul_");
+  } else {
+    kernels::check_cpu(self, "mul_");
+    dispatch_arith(self.dtype(), "mul_", [&]<typename T>() { inplace_binary<T>(self, src, math::Mul{}); });
+  }
   finish_inplace(
       self, "mul_", {src},
       [](BackwardContext& ctx, const std::vector<Tensor>& g) {
@@ -211,10 +236,15 @@ Tensor& mul_(Tensor& self, double value) {
   check_target(self, "mul_");
   check_scalar_fits(self, value, "mul_", "the value");
   check_inplace(self, "mul_", {});
-  dispatch_arith(self.dtype(), "mul_", [&]<typename T>() {
-    const T v = scalar_as<T>(value);
-    inplace_unary<T>(self, [v](T x) { return x * v; });
-  });
+  if (kernels::on_cuda(self)) {
+    cuda_inplace(math::BinaryCode::mul, self, full({}, value, self.dtype(), self.device()), "mul_");
+  } else {
+    kernels::check_cpu(self, "mul_");
+    dispatch_arith(self.dtype(), "mul_", [&]<typename T>() {
+      const T v = scalar_as<T>(value);
+      inplace_unary<T>(self, [v](T x) { return x * v; });
+    });
+  }
   finish_inplace(self, "mul_", {}, [value](BackwardContext&, const std::vector<Tensor>& g) {
     return std::vector<Tensor>{mul(g[0], value)};
   });

@@ -23,6 +23,7 @@
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
 #include "ops/linalg.h"
+#include "ops/linalg_cuda.h"
 #include "ops/registry.h"
 #include "ops/view.h"
 
@@ -134,6 +135,11 @@ Tensor matmul_kernel(Tensor a, Tensor b, const Shape& batch) {
   MatrixGeometry ga = geometry_of(a), gb = geometry_of(b);
   if (ga.layout == Layout::other) a = contiguous_copy(a, true), ga = geometry_of(a);
   if (gb.layout == Layout::other) b = contiguous_copy(b, true), gb = geometry_of(b);
+  if (kernels::on_cuda(a)) {
+    cuda_blas::batched_gemm(out, {&a, ga.layout == Layout::row, ga.outer, batch_offsets(a, batch)},
+                            {&b, gb.layout == Layout::row, gb.outer, batch_offsets(b, batch)}, n, k, m);
+    return out;
+  }
   BatchedGemm p{n, k, m, ga.outer, gb.outer, batch_offsets(a, batch), batch_offsets(b, batch)};
   dispatch_float_complex(a.dtype(), "matmul", [&]<typename T>() {
     dispatch_layouts<T>(out.data<T>(), static_cast<const T*>(a.storage()->data()),
@@ -145,7 +151,7 @@ Tensor matmul_kernel(Tensor a, Tensor b, const Shape& batch) {
 void check_operands(const Tensor& a, const Tensor& b, const char* op) {
   kernels::check_same_dtype(a, b, op);
   kernels::check_same_device(a, b, op);
-  kernels::check_cpu(a, op);
+  if (!kernels::on_cuda(a)) kernels::check_cpu(a, op);
   GS_CHECK(is_differentiable(a.dtype()), "{}: expected f32, f64, c64 or c128 tensors, got {} and {}", op,
            a.meta_str(), b.meta_str());
 }

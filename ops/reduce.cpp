@@ -12,6 +12,7 @@
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 #include "ops/reduce_kernel.h"
+#include "ops/reduce_math.h"
 #include "ops/registry.h"
 #include "ops/view.h"
 
@@ -28,7 +29,6 @@ void check_real_floating(const Tensor& t, const char* op, const char* hint) {
   kernels::check_defined(t, op);
   GS_CHECK(is_floating(t.dtype()), "{}: expected an f32 or f64 tensor, got {}{}", op, t.meta_str(),
            is_complex(t.dtype()) ? hint : "");
-  kernels::check_cpu(t, op);
 }
 
 // A reduction plan that reduces at least one element per output: max of nothing has no value,
@@ -48,23 +48,18 @@ Tensor as_result(const Tensor& k, const Shape& sizes) {
 
 // ---- max / min
 
-// One step of a running max (kMax) or min. NaN propagates, as in torch.amax: once the
-// accumulator is NaN no comparison can replace it. combine() merges per-thread partial results.
 template <bool kMax>
-struct ExtremumStep {
-  template <typename T>
-  T operator()(T acc, T x) const {
-    if (std::isnan(x)) return x;
-    return (kMax ? x > acc : x < acc) ? x : acc;
-  }
-  template <typename T>
-  T combine(T a, T b) const { return (*this)(a, b); }
-};
+using ExtremumStep = math::ExtremumStep<kMax>;
 
 // (t.sizes) -> (plan.out_sizes_keepdim)
 template <bool kMax>
 Tensor extremum_forward(const Tensor& t, const kernels::ReductionPlan& plan, const char* op) {
   Tensor out = empty(plan.out_sizes_keepdim, t.dtype(), t.device());
+  if (kernels::on_cuda(t)) {
+    kernels::cuda_reduce(kMax ? cuda_kernels::ReduceKind::max : cuda_kernels::ReduceKind::min, t, plan, out, 1.0, op);
+    return out;
+  }
+  kernels::check_cpu(t, op);
   dispatch_float(t.dtype(), op, [&]<typename T>() {
     const T init = kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
     kernels::reduce_loop<T, T, T>(t, plan, out, init, ExtremumStep<kMax>{}, [](T acc) { return acc; });

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ops/kernels.h"
+#include "ops/reduce_cuda.h"
 
 namespace gs::kernels {
 
@@ -16,6 +17,11 @@ struct ReductionPlan {
 };
 
 ReductionPlan plan_reduction(const Tensor& t, std::vector<int64_t> dims, bool keepdim, const char* op);
+
+// The CUDA twin of reduce_loop for sum (times `scale`), max and min (ops/reduce_cuda.cu); out has
+// out_sizes_keepdim elements, contiguous, on t's device.
+void cuda_reduce(cuda_kernels::ReduceKind kind, const Tensor& t, const ReductionPlan& plan, const Tensor& out, double scale,
+                 const char* op);
 
 // Acc is the accumulator type; out has out_sizes_keepdim elements, contiguous.
 template <typename T, typename Out, typename Acc, typename Step, typename Finish>

@@ -1,9 +1,13 @@
 // sum, mean and sum_to. Sums accumulate f32 in double (and c64 in c128) so long reductions keep
 // their precision.
 #include "engine/autograd/record.h"
+#include "engine/cuda_runtime.h"
+#include "engine/strided_index.h"
+#include "gradsphere_config.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 #include "ops/reduce_kernel.h"
+#include "ops/reduce_math.h"
 #include "ops/registry.h"
 #include "ops/view.h"
 
@@ -34,6 +38,31 @@ ReductionPlan plan_reduction(const Tensor& t, std::vector<int64_t> dims, bool ke
   return plan;
 }
 
+void cuda_reduce(cuda_kernels::ReduceKind kind, const Tensor& t, const ReductionPlan& plan, const Tensor& out, double scale,
+                 const char* op) {
+#if GS_HAVE_CUDA
+  void* stream = cuda_stream(t, op);
+  Shape outer_sizes, outer_strides, inner_sizes, inner_strides;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (plan.reduced[d]) inner_sizes.push_back(t.sizes()[d]), inner_strides.push_back(t.strides()[d]);
+    else outer_sizes.push_back(t.sizes()[d]), outer_strides.push_back(t.strides()[d]);
+  }
+  auto outer = make_strided_loop<1>(outer_sizes, {&outer_strides});
+  auto inner = make_strided_loop<1>(inner_sizes, {&inner_strides});
+  const auto k = kind;
+  const auto split = cuda_kernels::plan_reduce_split(k, t.dtype(), outer.numel, inner.numel);
+  // Scratch for split outputs' partials, from the caching allocator (freed when it goes out of
+  // scope: stream order makes it safe to reuse after the kernels that read it).
+  Tensor scratch = split.splits > 1 ? empty({(split.scratch_bytes + 7) / 8}, DType::f64, t.device()) : Tensor();
+  const bool ok = cuda_kernels::reduce(k, t.dtype(), out.raw_data(), t.raw_data(), outer, inner, scale, split,
+                                       scratch.defined() ? scratch.raw_data() : nullptr, stream);
+  GS_CHECK(ok, "{}: no CUDA kernel for {}", op, t.meta_str());
+  cuda::check_launch("reduce", op);
+#else
+  fail("{}: {} needs CUDA, and this gradsphere was built without it", op, t.device());
+#endif
+}
+
 }  // namespace kernels
 
 namespace {
@@ -42,16 +71,16 @@ template <typename T>
 using wide_t = std::conditional_t<std::is_same_v<T, float>, double,
                                   std::conditional_t<std::is_same_v<T, c64>, c128, T>>;
 
-struct SumStep {
-  template <typename A, typename X>
-  A operator()(A acc, X x) const { return acc + static_cast<A>(x); }
-  template <typename A>
-  A combine(A a, A b) const { return a + b; }
-};
+using math::SumStep;
 
 Tensor sum_kernel(const Tensor& t, const kernels::ReductionPlan& plan, double scale, const char* op) {
-  kernels::check_cpu(t, op);
+  kernels::check_float_complex(t, op);
   Tensor out = empty(plan.out_sizes_keepdim, t.dtype(), t.device());
+  if (kernels::on_cuda(t)) {
+    kernels::cuda_reduce(cuda_kernels::ReduceKind::sum, t, plan, out, scale, op);
+    return out;
+  }
+  kernels::check_cpu(t, op);
   dispatch_float_complex(t.dtype(), op, [&]<typename T>() {
     using A = wide_t<T>;
     kernels::reduce_loop<T, T, A>(t, plan, out, A(0), SumStep{},

@@ -16,6 +16,8 @@ namespace {
 
 // dst = src elementwise (same shape and dtype, any strides); large copies use all threads.
 void parallel_copy(const Tensor& dst, const Tensor& src) {
+  if (kernels::on_cuda(dst)) return copy_values(dst, src);  // the strided CUDA copy
+  kernels::check_cpu(dst, "copy");
   dispatch_all(dst.dtype(), "copy", [&]<typename T>() {
     T* d = static_cast<T*>(dst.storage()->data());
     const T* s = static_cast<const T*>(src.storage()->data());
@@ -35,7 +37,7 @@ Tensor window(const Tensor& out, const Shape& sizes, int64_t dim, int64_t start)
   return alias_with_geometry(out, sizes, out.strides(), out.offset() + start * out.strides()[dim]);
 }
 
-// The tensors of a cat or stack: at least one, all defined, one dtype, one device (the CPU).
+// The tensors of a cat or stack: at least one, all defined, one dtype, one device.
 void check_joinable(const std::vector<Tensor>& ts, const char* op) {
   GS_CHECK(!ts.empty(), "{}: expected a non-empty list of tensors, got an empty one", op);
   for (size_t i = 0; i < ts.size(); ++i) {
@@ -48,7 +50,6 @@ void check_joinable(const std::vector<Tensor>& ts, const char* op) {
              "{}: expected every tensor on {} (where tensor 0 is), but tensor {} is {}", op, ts[0].device(), i,
              ts[i].meta_str());
   }
-  kernels::check_cpu(ts[0], op);
 }
 
 // Tensor i may differ from tensor 0 only along `dim`.
@@ -266,7 +267,6 @@ Tensor pad_circular_backward(const Tensor& g, const PadPlan& p, const Shape& in_
 
 Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, PadMode mode, double value) {
   kernels::check_defined(t, "pad");
-  kernels::check_cpu(t, "pad");
   const PadPlan p = plan_pad(t, pads, mode);
   const bool constant = mode == PadMode::constant;
   GS_CHECK(constant || value == 0.0, "pad: a fill value ({}) applies to constant mode only, not circular", value);

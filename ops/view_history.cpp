@@ -15,6 +15,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/record.h"
 #include "engine/factory.h"
+#include "ops/elementwise.h"
 #include "ops/registry.h"
 #include "ops/view.h"
 
@@ -105,6 +106,10 @@ Tensor from_units(const Tensor& out_units, const Shape& sizes, DType dtype) {
 }
 
 Tensor move_values(const Tensor& x, const ViewRelation& r, bool to_base) {
+  // The routing tables live on the host. A device tensor is routed there and back: views whose
+  // gradient needs this (overlapping or reinterpreting views) are rare, and not on a model's path.
+  if (!x.device().is_cpu())
+    return to_device_copy(move_values(to_device_copy(x, Device::cpu()), r, to_base), x.device());
   const Layout L = layout_of(r);
   Tensor vals = unit_values(x, L.unit);
   const auto& from = to_base ? L.view_pos : L.base_pos;
@@ -131,12 +136,7 @@ Tensor view_complement(const Tensor& gb, const ViewRelation& r) {
     NoGradGuard ng;
     // gb less its view part: the view's values routed out and back in are exactly that part.
     Tensor inside = move_values(move_values(gb, r, false), r, true);
-    out = contiguous_copy(gb.detach(), true);
-    dispatch_float_complex(out.dtype(), "view gradient", [&]<typename T>() {
-      T* o = out.data<T>();
-      const T* in = inside.data<T>();
-      for (int64_t k = 0; k < out.numel(); ++k) o[k] -= in[k];
-    });
+    out = sub(gb.detach(), inside);
   }
   if (should_record({gb}))
     record_op("view_complement", {gb}, {&out}, {}, {}, [r](BackwardContext&, const std::vector<Tensor>& g) {

@@ -1,0 +1,26 @@
+// Launcher of the CUDA reduction (ops/reduce_cuda.cu): sum (times `scale`, for mean), max, min.
+// Deterministic: every output is folded by a fixed tree (thread strides, then shared memory,
+// then the partials of a split output in order), so a rerun gives the same bits.
+#pragma once
+#include "engine/dtype_code.h"
+#include "engine/strided_index.h"
+
+namespace gs::cuda_kernels {
+
+enum class ReduceKind : uint8_t { sum, max, min };
+
+// The work split of one reduction: `splits` blocks per output when the outputs are too few to
+// fill the GPU, each writing one partial to a scratch buffer of outputs * splits accumulators.
+struct ReduceSplit {
+  int64_t splits = 1;
+  int64_t scratch_bytes = 0;
+};
+ReduceSplit plan_reduce_split(ReduceKind kind, DType dtype, int64_t n_out, int64_t n_in);
+
+// out (contiguous, n_out elements) = reduction over `inner` starting at each output's base
+// offset in `in`, given by `outer`. `scratch` holds split.scratch_bytes bytes (unused when
+// splits == 1). Sums of f32 (c64) accumulate in f64 (c128), as on the CPU.
+bool reduce(ReduceKind kind, DType dtype, void* out, const void* in, const StridedLoop<1>& outer,
+            const StridedLoop<1>& inner, double scale, const ReduceSplit& split, void* scratch, void* stream);
+
+}  // namespace gs::cuda_kernels
