@@ -20,6 +20,16 @@ struct Device {
   std::string str() const { return type == DeviceType::cpu ? "cpu" : "cuda:" + std::to_string(index); }
 };
 
+// "cpu", "cuda" (device 0) or "cuda:N"; anything else is an error that lists the accepted forms.
+inline Device parse_device(const std::string& s) {
+  if (s == "cpu") return Device::cpu();
+  if (s == "cuda") return Device::cuda(0);
+  if (s.rfind("cuda:", 0) == 0 && s.size() > 5 && s.size() < 9 &&
+      s.find_first_not_of("0123456789", 5) == std::string::npos)
+    return Device::cuda(std::stoi(s.substr(5)));
+  fail("unknown device '{}': expected cpu, cuda or cuda:N", s);
+}
+
 }  // namespace gs
 
 template <>

@@ -19,12 +19,18 @@ struct OpSample {
   std::vector<Tensor> inputs;
 };
 
+// The (device, dtype) pairs of an op, one table: every op runs its f64 / c128 samples and the same
+// samples cast to f32 / c64 on the CPU, and both on CUDA unless `cuda_missing` says why not.
 struct OpInfo {
   std::string name;
   std::function<std::vector<OpSample>(RandomKey)> samples;
   DifferentiableFn fn;
   bool second_order = true;  // the backward rule is differentiable: run gradgradcheck too
   GradcheckOptions tolerances{};
+  std::string cuda_missing;  // empty: the op has CUDA kernels; else why it has none yet
+  // Outputs and gradients in single precision against the f64 run, relative to each tensor's
+  // largest magnitude.
+  double single_tolerance = 1e-4;
 };
 
 class OpRegistry {
@@ -40,7 +46,43 @@ struct OpRegistrar {
   OpRegistrar(std::initializer_list<OpInfo> infos) {
     for (auto& i : infos) OpRegistry::add(i);
   }
+  // Every op of the list without CUDA kernels yet, for the reason given.
+  OpRegistrar(const char* cuda_missing, std::initializer_list<OpInfo> infos) {
+    for (auto i : infos) {
+      i.cuda_missing = cuda_missing;
+      OpRegistry::add(std::move(i));
+    }
+  }
 };
+
+// Why the sphere operators (ops/sphere/) have no CUDA kernels yet.
+inline constexpr const char* kSphereCudaPending =
+    "the sphere operators' CUDA kernels (FFT, SHT, spectral and local convolutions, sphere norms) are not written yet";
+
+// ---- the registry walk on every backend (ops/registry_backends.cpp)
+
+// One (device, precision) pair: single = the samples cast to f32 / c64.
+struct Backend {
+  DeviceType device = DeviceType::cpu;
+  bool single = false;
+  std::string str() const;  // "cuda f32"
+};
+// The pairs the op's entry supports, and whether one can run on this machine (CUDA: a usable GPU).
+std::vector<Backend> supported_backends(const OpInfo& op);
+bool backend_present(const Backend& b);
+
+struct BackendCheck {
+  bool ok = true;
+  double max_error = 0;  // the largest difference, relative to its tensor's largest magnitude
+  std::string failure;
+};
+// Runs `sample` on `b` and compares every output, and every input's gradient for a fixed random
+// output gradient, with the CPU f64 run: within 1e-12 in f64 (the same arithmetic in another order),
+// op.single_tolerance in single precision.
+BackendCheck compare_with_cpu(const OpInfo& op, const OpSample& sample, const Backend& b);
+// `fn` run on device `d` from CPU inputs, moved there and back with the differentiable to(): the
+// CPU's gradcheck of it checks d's forward and backward kernels against finite differences.
+DifferentiableFn on_device(const DifferentiableFn& fn, Device d);
 
 // Helpers for sample makers: random f64 / c128 leaves that require grad.
 Tensor sample_leaf(const Shape& sizes, RandomKey key, DType dtype = DType::f64);

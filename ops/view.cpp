@@ -329,7 +329,9 @@ const OpRegistrar registrar{
     {"to_dtype", [](RandomKey k) { return std::vector<OpSample>{{"f64", {sample_leaf({4}, sub_key(k, 1))}},
                                                                 {"c128", {sample_leaf({4}, sub_key(k, 2), DType::c128)}}}; },
      [](const V& x) {
-       return x[0].dtype() == DType::f64 ? V{to(x[0], DType::c128)} : V{to(x[0], DType::f64)};
+       // real -> complex and complex -> real, in the sample's precision
+       const DType d = x[0].dtype();
+       return V{to(x[0], is_complex(d) ? real_dtype(d) : complex_dtype(d))};
      }},
 };
 

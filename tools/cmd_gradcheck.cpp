@@ -11,6 +11,7 @@
 #include "distributed/dist_gradcheck.h"
 #include "distributed/world.h"
 #include "engine/autograd/gradcheck.h"
+#include "engine/cuda_runtime.h"
 #include "ops/registry.h"
 #include "tools/commands.h"
 
@@ -19,6 +20,7 @@ namespace {
 
 struct GradcheckArgs {
   std::string op;
+  std::string device = "cpu";
   uint64_t seed = 1234;
   bool verbose = false;
   bool distributed = false;
@@ -27,31 +29,43 @@ struct GradcheckArgs {
 
 struct OpResult {
   double abs_err = 0, rel_err = 0;
-  bool first_ok = true, second_ok = true;
+  double vs_cpu = 0;  // on a device: the largest difference from the CPU f64 run (f64 and f32)
+  bool first_ok = true, second_ok = true, vs_cpu_ok = true;
   std::string failure;
 };
 
-OpResult check_op(const OpInfo& op, uint64_t seed) {
+OpResult check_op(const OpInfo& op, uint64_t seed, Device device) {
   OpResult r;
+  const DifferentiableFn fn = device.is_cpu() ? op.fn : on_device(op.fn, device);
   for (auto& sample : op.samples({seed, 1})) {
-    auto first = gradcheck(op.fn, sample.inputs, op.tolerances);
+    auto first = gradcheck(fn, sample.inputs, op.tolerances);
     r.abs_err = std::max(r.abs_err, first.max_abs_error);
     r.rel_err = std::max(r.rel_err, first.max_rel_error);
     if (!first.ok && r.first_ok) r.failure = fmt::format("[{}] first order: {}", sample.label, first.failure);
     r.first_ok &= first.ok;
     if (op.second_order) {
-      auto second = gradgradcheck(op.fn, sample.inputs, op.tolerances);
+      auto second = gradgradcheck(fn, sample.inputs, op.tolerances);
       r.abs_err = std::max(r.abs_err, second.max_abs_error);
       r.rel_err = std::max(r.rel_err, second.max_rel_error);
       if (!second.ok && r.second_ok && r.failure.empty())
         r.failure = fmt::format("[{}] second order: {}", sample.label, second.failure);
       r.second_ok &= second.ok;
     }
+    if (device.is_cpu()) continue;
+    for (bool single : {false, true}) {
+      auto c = compare_with_cpu(op, sample, {device.type, single});
+      r.vs_cpu = std::max(r.vs_cpu, c.max_error);
+      if (!c.ok && r.vs_cpu_ok && r.failure.empty())
+        r.failure = fmt::format("[{}] against the CPU ({}): {}", sample.label, single ? "f32" : "f64", c.failure);
+      r.vs_cpu_ok &= c.ok;
+    }
   }
   return r;
 }
 
 int run_gradcheck(const GradcheckArgs& args) {
+  const Device device = parse_device(args.device);
+  if (!device.is_cpu()) cuda::require_device(device, "gradcheck --device");
   std::vector<const OpInfo*> ops;
   if (!args.op.empty()) {
     const OpInfo* op = OpRegistry::find(args.op);
@@ -64,23 +78,35 @@ int run_gradcheck(const GradcheckArgs& args) {
   } else {
     for (const auto& op : OpRegistry::all()) ops.push_back(&op);
   }
-  fmt::print("{:<24} {:>12} {:>12} {:>12} {:>13}\n", "op", "max abs err", "max rel err", "first order", "second order");
-  int failures = 0;
+  const bool on_dev = !device.is_cpu();
+  fmt::print("{:<24} {:>12} {:>12} {:>12} {:>13}{}\n", "op", "max abs err", "max rel err", "first order", "second order",
+             on_dev ? fmt::format(" {:>12}", "vs cpu") : "");
+  int failures = 0, missing = 0;
   for (const OpInfo* op : ops) {
+    if (on_dev && !op->cuda_missing.empty()) {
+      ++missing;
+      fmt::print("{:<24} no CUDA kernel: {}\n", op->name, op->cuda_missing);
+      continue;
+    }
     OpResult r;
     try {
-      r = check_op(*op, args.seed);
+      r = check_op(*op, args.seed, device);
     } catch (const Error& e) {
       r.first_ok = r.second_ok = false;
       r.failure = fmt::format("threw: {}", e.what());
     }
-    bool ok = r.first_ok && r.second_ok;
+    bool ok = r.first_ok && r.second_ok && r.vs_cpu_ok;
     failures += !ok;
-    fmt::print("{:<24} {:>12.2e} {:>12.2e} {:>12} {:>13}\n", op->name, r.abs_err, r.rel_err, r.first_ok ? "ok" : "FAIL",
-               !op->second_order ? "n/a" : r.second_ok ? "ok" : "FAIL");
+    fmt::print("{:<24} {:>12.2e} {:>12.2e} {:>12} {:>13}{}\n", op->name, r.abs_err, r.rel_err,
+               r.first_ok ? "ok" : "FAIL", !op->second_order ? "n/a" : r.second_ok ? "ok" : "FAIL",
+               on_dev ? fmt::format(" {:>12}", r.vs_cpu_ok ? fmt::format("{:.1e}", r.vs_cpu) : "FAIL") : "");
     if (!ok) fmt::print("    {}\n", r.failure);
   }
-  fmt::print("{} ops checked, {} passed, {} failed\n", ops.size(), ops.size() - failures, failures);
+  const size_t checked = ops.size() - missing;
+  fmt::print("{} ops checked{}, {} passed, {} failed", checked, on_dev ? " on " + device.str() : "", checked - failures,
+             failures);
+  if (missing > 0) fmt::print("; {} without CUDA kernels (not checked)", missing);
+  fmt::print("\n");
   return failures == 0 ? 0 : 2;
 }
 
@@ -155,6 +181,9 @@ void add_gradcheck_command(CLI::App& app, CommandRegistry& commands) {
       "gradcheck", "Check every registered op's backward (first and second order) against finite differences");
   sub->add_option("--op", args->op, "Check only this op");
   sub->add_option("--seed", args->seed, "Seed for the sample inputs");
+  sub->add_option("--device", args->device,
+                  "cpu (default), cuda or cuda:N: run each op there (inputs moved with to()), gradcheck it, and "
+                  "compare its outputs and gradients in f64 and f32 with the CPU run");
   sub->add_flag("--distributed", args->distributed,
                 "Check the distributed registry (collective tape ops) on the ranks of this job (run under mpiexec)");
   sub->add_option("--grid", args->grid, "With --distributed: only this grid DATAxHxW (default: every grid of the job)");

@@ -3,6 +3,8 @@
 // at one slot are summed.
 #include "engine/autograd/engine.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <atomic>
 #include <queue>
@@ -45,6 +47,26 @@ class NotDifferentiableAgain : public Node {
 
 // Device tensors are read through a copy to the host (to_vector): anomaly mode is a debugging
 // mode, and the check must see every gradient wherever it lives.
+// The stream a node's backward runs on: its forward's (DESIGN.md: backward on the forward ops'
+// stream); a node without one (a leaf's accumulator) on the current stream of its CUDA device.
+std::optional<cuda::Stream> backward_stream(const Node& n) {
+  if (n.forward_stream) return n.forward_stream;
+  for (const auto& m : n.output_meta)
+    if (m.device.type == DeviceType::cuda) return cuda::current_stream(m.device.index);
+  return std::nullopt;
+}
+
+// Work queued on `s` from now on waits for what the producers' streams have queued so far (the
+// gradients they handed this node). Nothing to do when they all ran on `s`.
+void wait_for_producers(const std::vector<cuda::Stream>& producers, const cuda::Stream& s) {
+  for (const cuda::Stream& p : producers) {
+    if (p == s) continue;
+    cuda::Event e(p.device);
+    e.record(p);
+    e.block(s);
+  }
+}
+
 bool has_non_finite(const Tensor& t) {
   bool bad = false;
   dispatch_float_complex(t.dtype(), "anomaly check", [&]<typename T>() {
@@ -176,6 +198,13 @@ void execute(const std::shared_ptr<Node>& root, bool retain_graph, bool create_g
   while (!ready.empty()) {
     Node* n = ready.top().node;
     ready.pop();
+    // The node's rule, and the sums of the gradients it hands on, run on its stream.
+    const std::optional<cuda::Stream> stream = backward_stream(*n);
+    std::optional<cuda::StreamGuard> on_stream;
+    if (stream) {
+      wait_for_producers(n->pass_state.producer_streams, *stream);
+      on_stream.emplace(*stream);
+    }
     std::vector<Tensor> grads = std::move(n->pass_state.buffer);
     grads.resize(n->output_meta.size());
     for (uint32_t s = 0; s < grads.size(); ++s) grads[s] = n->run_tensor_hooks(s, grads[s]);
@@ -234,7 +263,11 @@ void execute(const std::shared_ptr<Node>& root, bool retain_graph, bool create_g
         auto& buf = e.fn->pass_state.buffer;
         buf.resize(e.fn->output_meta.size());
         Tensor& slot = buf[e.output_nr];
+        auto& producers = e.fn->pass_state.producer_streams;
+        if (stream && slot.defined()) wait_for_producers(producers, *stream);  // the sum reads their gradient
         slot = slot.defined() ? gradient_arithmetic().add(slot, g) : g;
+        if (stream && std::find(producers.begin(), producers.end(), *stream) == producers.end())
+          producers.push_back(*stream);
       }
       if (--e.fn->pass_state.dependencies == 0) ready.push({e.fn.get()});
     }

@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/cuda_runtime.h"
 #include "engine/tensor.h"
 
 namespace gs {
@@ -87,6 +89,9 @@ class Node : public std::enable_shared_from_this<Node> {
   // Set by ops whose backward is not itself differentiable: asking for create_graph through
   // them makes the gradient's own backward throw.
   bool once_differentiable = false;
+  // The CUDA stream the forward op ran on (set when an output is a CUDA tensor): its backward runs
+  // there too, so it is ordered after the forward work it reads.
+  std::optional<cuda::Stream> forward_stream;
 
   // Scratch state of the backward pass running through this node (engine.cpp), so the engine
   // needs no hash maps keyed by node. Valid only while `pass` equals that pass's id.
@@ -97,6 +102,7 @@ class Node : public std::enable_shared_from_this<Node> {
     bool runs = false;
     bool captured = false;
     std::vector<Tensor> buffer;  // gradients arriving for each forward output
+    std::vector<cuda::Stream> producer_streams;  // CUDA streams those gradients were made on
   } pass_state;
 
  protected:

@@ -94,6 +94,8 @@ void connect_node(const std::shared_ptr<Node>& node, const std::vector<Tensor>& 
   for (uint32_t i = 0; i < outputs.size(); ++i) {
     Tensor& out = *outputs[i];
     node->output_meta.push_back(TensorMeta::of(out));
+    if (!node->forward_stream && out.device().type == DeviceType::cuda)
+      node->forward_stream = cuda::current_stream(out.device().index);
     if (!is_differentiable(out.dtype())) continue;  // masks, indices: no gradient flows
     auto& m = out.impl()->meta();
     m.requires_grad = true;

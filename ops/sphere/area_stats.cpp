@@ -48,7 +48,7 @@ Tensor area_weighted_mse(const Tensor& pred, const Tensor& target, const std::ve
 }
 
 namespace {
-const OpRegistrar registrar{
+const OpRegistrar registrar{kSphereCudaPending, {
     {"area_weighted_mean",
      [](RandomKey k) {
        return std::vector<OpSample>{{"(B, C, H, W)", {sample_leaf({2, 2, 3, 4}, sub_key(k, 1)), positive_rows(3, sub_key(k, 2))}},
@@ -61,6 +61,6 @@ const OpRegistrar registrar{
                                                      positive_rows(3, sub_key(k, 3))}}};
      },
      [](const V& x) { return V{area_weighted_mse(x[0], x[1], x[2])}; }},
-};
+}};
 }  // namespace
 }  // namespace gs::sphere

@@ -305,7 +305,7 @@ RandomKey sub_key(RandomKey k, uint64_t s) { return {k.seed, k.stream * 100 + s}
 
 // Each registered function returns several transforms of one input, so one sample covers the full
 // spectrum (Nyquist included for even nlon) and truncation / zero-padding.
-const OpRegistrar registrar{
+const OpRegistrar registrar{kSphereCudaPending, {
     {"rfft_lon",
      [](RandomKey k) {
        return std::vector<OpSample>{
@@ -333,7 +333,7 @@ const OpRegistrar registrar{
        return V{irfft_lon(x[0], std::max<int64_t>(1, 2 * M - 2)), irfft_lon(x[0], 2 * M - 1),
                 irfft_lon(x[0], 2 * M + 2)};
      }},
-};
+}};
 
 }  // namespace
 }  // namespace gs::sphere

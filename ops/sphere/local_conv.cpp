@@ -154,7 +154,7 @@ Tensor local_conv3x3(const Tensor& x, const Tensor& weight, const Tensor& bias) 
 }
 
 namespace {
-const OpRegistrar registrar{
+const OpRegistrar registrar{kSphereCudaPending, {
     {"conv1x1",
      [](RandomKey k) {
        return std::vector<OpSample>{
@@ -172,6 +172,6 @@ const OpRegistrar registrar{
     {"sphere_neighbours3x3",
      [](RandomKey k) { return std::vector<OpSample>{{"3x4 grid", {sample_leaf({1, 2, 3, 4}, sub_key(k, 1))}}}; },
      [](const V& x) { return V{sphere_neighbours3x3(x[0])}; }},
-};
+}};
 }  // namespace
 }  // namespace gs::sphere

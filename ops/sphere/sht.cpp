@@ -212,7 +212,7 @@ using V = std::vector<Tensor>;
 using detail::lmax_of, detail::mmax_of, detail::nlat_of, detail::nlon_of, detail::sample_spec_by_coeff_shape,
     detail::sample_spec_by_grid_shape, detail::sht_samples;
 
-const OpRegistrar registrar{
+const OpRegistrar registrar{kSphereCudaPending, {
     {"legendre_analysis",
      [](RandomKey k) { return sht_samples(k, DType::c128, false, nlat_of, mmax_of); },
      [](const V& x) { return V{legendre_analysis(x[0], sample_spec_by_grid_shape(x[0]))}; }},
@@ -225,7 +225,7 @@ const OpRegistrar registrar{
     {"isht",
      [](RandomKey k) { return sht_samples(k, DType::c128, false, lmax_of, mmax_of); },
      [](const V& x) { return V{isht(x[0], sample_spec_by_coeff_shape(x[0]))}; }},
-};
+}};
 
 }  // namespace
 }  // namespace gs::sphere

@@ -313,7 +313,7 @@ using V = std::vector<Tensor>;
 RandomKey sub_key(RandomKey k, uint64_t s) { return {k.seed, k.stream * 100 + s}; }
 constexpr DType z = DType::c128;
 
-const OpRegistrar registrar{
+const OpRegistrar registrar{kSphereCudaPending, {
     {"spectral_conv_dh",
      [](RandomKey k) {
        return std::vector<OpSample>{
@@ -347,7 +347,7 @@ const OpRegistrar registrar{
        return V{spectral_conv_weight_grad(x[0], x[1], SpectralOperator::driscoll_healy),
                 spectral_conv_weight_grad(x[0], x[1], SpectralOperator::diagonal)};
      }},
-};
+}};
 
 }  // namespace
 }  // namespace gs::sphere

@@ -324,7 +324,7 @@ Tensor conditional_layer_norm(const Tensor& x, const Tensor& scale, const Tensor
 }
 
 namespace {
-const OpRegistrar registrar{
+const OpRegistrar registrar{kSphereCudaPending, {
     {"layer_norm_channels",
      [](RandomKey k) {
        return std::vector<OpSample>{
@@ -348,6 +348,6 @@ const OpRegistrar registrar{
                                             sample_leaf({2, 3, 2, 2}, sub_key(k, 6))}}};
      },
      [](const V& x) { return V{conditional_layer_norm(x[0], x[1], x[2], 1e-5)}; }},
-};
+}};
 }  // namespace
 }  // namespace gs::sphere

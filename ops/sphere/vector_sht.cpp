@@ -346,7 +346,7 @@ using V = std::vector<Tensor>;
 using detail::lmax_of, detail::mmax_of, detail::nlat_of, detail::nlon_of, detail::sample_spec_by_coeff_shape,
     detail::sample_spec_by_grid_shape, detail::sht_samples;
 
-const OpRegistrar registrar{
+const OpRegistrar registrar{kSphereCudaPending, {
     {"vector_legendre_analysis", [](RandomKey k) { return sht_samples(k, DType::c128, true, nlat_of, mmax_of); },
      [](const V& x) { return V{vector_legendre_analysis(x[0], sample_spec_by_grid_shape(x[0]))}; }},
     {"vector_legendre_synthesis", [](RandomKey k) { return sht_samples(k, DType::c128, true, lmax_of, mmax_of); },
@@ -365,7 +365,7 @@ const OpRegistrar registrar{
      [](const V& x) { return V{inverse_spectral_laplacian(x[0], 2.0)}; }},
     {"spectral_gradient", [](RandomKey k) { return sht_samples(k, DType::c128, false, lmax_of, mmax_of); },
      [](const V& x) { return V{spectral_gradient(x[0], sample_spec_by_coeff_shape(x[0]), 2.0)}; }},
-};
+}};
 
 }  // namespace
 }  // namespace gs::sphere
