@@ -160,6 +160,11 @@ void synchronize(Device d) {
   GS_CUDA_CHECK(cudaDeviceSynchronize(), "synchronize");
 }
 
+void copy_device_to_device(void* dst, const void* src, size_t nbytes, Stream s) {
+  GS_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(s.handle)),
+                "copy_device_to_device");
+}
+
 #else  // built without CUDA: no device is usable; everything that needs one says why.
 
 namespace {
@@ -190,6 +195,7 @@ bool Event::query() const { return true; }
 void Event::synchronize() const {}
 float Event::elapsed_ms(const Event&) const { return 0; }
 void synchronize(Device d) { require_device(d, "synchronize"); }
+void copy_device_to_device(void*, const void*, size_t, Stream s) { require_device(Device::cuda(s.device), "copy"); }
 
 #endif
 

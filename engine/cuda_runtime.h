@@ -66,6 +66,9 @@ class Event {
 // Blocks the host until all work on `d` finished (reports a fault of an earlier kernel).
 void synchronize(Device d);
 
+// A raw device-to-device copy on stream `s` (the bandwidth baseline of `bench engine --device cuda`).
+void copy_device_to_device(void* dst, const void* src, size_t nbytes, Stream s);
+
 // Turns a failed CUDA runtime call into a gs::Error naming the call, the op and CUDA's error
 // string. `err` is a cudaError_t; 0 is success.
 void check(int err, const char* call, const char* op);

@@ -105,7 +105,25 @@ void batched_gemm(const Tensor& out, const GemmOperand& a, const GemmOperand& b,
   cuda::check_launch("gemm", "matmul");
 }
 
+void raw_square_gemm(const Tensor& out, const Tensor& a, const Tensor& b) {
+  const int n = static_cast<int>(a.size(0));
+  cublasHandle_t h = handle_for(out.device().index);
+  check_blas(cublasSetStream(h, static_cast<cudaStream_t>(cuda::current_stream(out.device().index).handle)),
+             "cublasSetStream", "gemm baseline");
+  dispatch_float(out.dtype(), "gemm baseline", [&]<typename T>() {
+    const T one(1), zero(0);
+    check_blas(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, b.device_data<T>(), cuda_type<T>(), n,
+                            a.device_data<T>(), cuda_type<T>(), n, &zero, out.device_data<T>(), cuda_type<T>(), n,
+                            compute_type<T>(), CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx", "gemm baseline");
+  });
+}
+
 #else
+
+void raw_square_gemm(const Tensor& out, const Tensor&, const Tensor&) {
+  fail("gemm baseline: {} needs CUDA, and this gradsphere was built without it", out.device());
+}
 
 void batched_gemm(const Tensor& out, const GemmOperand&, const GemmOperand&, int64_t, int64_t, int64_t) {
   fail("matmul: {} needs CUDA, and this gradsphere was built without it", out.device());

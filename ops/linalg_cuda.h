@@ -26,5 +26,9 @@ struct GemmOperand {
 // out (batch, n, m), contiguous on the operands' device = a (n, k) @ b (k, m) per batch entry.
 void batched_gemm(const Tensor& out, const GemmOperand& a, const GemmOperand& b, int64_t n, int64_t k, int64_t m);
 
+// out (n, n) = a (n, n) @ b (n, n), contiguous, straight through cuBLAS with no checks or dispatch:
+// the baseline that `bench engine --device cuda` measures matmul against.
+void raw_square_gemm(const Tensor& out, const Tensor& a, const Tensor& b);
+
 }  // namespace cuda_blas
 }  // namespace gs

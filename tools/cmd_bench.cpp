@@ -28,6 +28,13 @@ int run_bench(const BenchArgs& args) {
     for (const auto& [n, f] : benches()) names += (names.empty() ? "" : ", ") + n;
     fail("bench: unknown benchmark '{}'; available: {}", args.name, names);
   }
+  const Device d = parse_device(args.options.device);
+  if (!d.is_cpu()) {
+    GS_CHECK(args.name == "engine",
+             "bench {} --device {}: only `bench engine` runs on a GPU so far (the sphere operators have no CUDA "
+             "kernels yet)", args.name, d);
+    return bench_engine_cuda(args.options, d);
+  }
   return it->second(args.options);
 }
 
@@ -39,6 +46,7 @@ void add_bench_command(CLI::App& app, CommandRegistry& commands) {
   sub->add_option("name", args->name, "Which benchmark (engine, sht, train, comm, dist: run comm and dist under mpiexec -n N)")->required();
   sub->add_flag("--quick", args->options.quick, "Small sizes (a smoke run, not a measurement)");
   sub->add_option("--csv", args->options.csv, "Also write the results to this CSV file (sht, train)");
+  sub->add_option("--device", args->options.device, "bench engine: cpu (default), cuda or cuda:N");
   sub->add_flag("--train", args->options.train_only, "bench dist: only the training steps (time and bytes by collective)");
   commands.add(sub, [args] { return run_bench(*args); });
 }

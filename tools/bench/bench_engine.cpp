@@ -87,6 +87,9 @@ int bench_engine(const BenchOptions& opt) {
   fmt::print("| {:<38} | {:>16} | {:>22} | {:>14} |\n", "benchmark", "gradsphere", "baseline (same run)", "ratio");
   fmt::print("|{:-<40}|{:-<18}|{:-<24}|{:-<16}|\n", "", "", "", "");
   for (const auto& r : rows) fmt::print("| {:<38} | {:>16} | {:>22} | {:>14} |\n", r.what, r.ours, r.baseline, r.ratio);
+  const MemoryStats m = memory_stats(Device::cpu());
+  fmt::print("allocator on cpu: {:.1f} MB in use, peak {:.1f} MB, {:.1f} MB reserved\n", m.in_use / 1e6, m.peak / 1e6,
+             m.reserved / 1e6);
   return 0;
 }
 

@@ -2,15 +2,19 @@
 #pragma once
 #include <string>
 
+#include "engine/device.h"
+
 namespace gs::tools {
 
 struct BenchOptions {
   bool quick = false;  // small sizes, for smoke tests in the test suite
   std::string csv;     // if set, also write the results there as CSV (benchmarks that support it)
   bool train_only = false;  // bench dist: only the training step
+  std::string device = "cpu";  // bench engine: cpu, cuda or cuda:N
 };
 
 int bench_engine(const BenchOptions& opt);
+int bench_engine_cuda(const BenchOptions& opt, Device d);  // bench_engine_cuda.cpp
 int bench_sht(const BenchOptions& opt);
 int bench_train(const BenchOptions& opt);
 int bench_comm(const BenchOptions& opt);  // run under mpiexec -n N
