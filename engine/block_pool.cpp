@@ -32,7 +32,7 @@ BlockPool::~BlockPool() {
 
 void* BlockPool::allocate(size_t bytes, StreamId stream) {
   std::lock_guard<std::mutex> lock(mutex_);
-  process_events();
+  process_events(false);
   const size_t size = round_size(bytes);
   const bool small = size <= kSmallLimit;
   Block* b = find_free(size, small, stream);
@@ -40,9 +40,14 @@ void* BlockPool::allocate(size_t bytes, StreamId stream) {
     ++stats_.cache_hits;
   } else {
     b = new_segment(segment_size(size), small, stream);
+    if (!b && !pending_.empty()) {
+      // Blocks that other streams still use may be what is needed: wait for them, look again.
+      process_events(true);
+      b = find_free(size, small, stream);
+    }
     if (!b) {
-      // The cache may hold what the device lacks: give every unused segment back and try again.
-      release_cached_segments();
+      // The cache may hold what the device lacks: give every unused segment back, try again.
+      release_cached_segments(false);
       b = new_segment(segment_size(size), small, stream);
     }
     if (!b) {
@@ -114,12 +119,16 @@ void BlockPool::free(void* p) {
   auto it = live_.find(p);
   GS_CHECK(it != live_.end(), "device allocator: free of {} which it did not allocate (or freed twice)", p);
   Block* b = it->second;
+  // Events first: if recording one fails, the block stays live (and the error propagates) rather
+  // than vanishing from every list.
+  std::vector<EventId> events;
+  for (StreamId s : b->other_streams) events.push_back(source_.record_event(s));
   live_.erase(it);
   b->allocated = false;
   stats_.allocated -= b->size;
   stats_.requested -= b->requested;
-  if (!b->other_streams.empty()) {
-    for (StreamId s : b->other_streams) b->events.push_back(source_.record_event(s));
+  if (!events.empty()) {
+    b->events = std::move(events);
     b->other_streams.clear();
     pending_.push_back(b);
     ++stats_.pending_blocks;
@@ -163,24 +172,27 @@ void BlockPool::release_to_free_set(Block* b) {
   set.insert(b);
 }
 
-void BlockPool::process_events() {
-  auto done = [&](Block* b) {
-    for (EventId e : b->events)
-      if (!source_.event_done(e)) return false;
-    return true;
-  };
-  std::vector<Block*> still;
-  for (Block* b : pending_) {
-    if (done(b)) {
-      for (EventId e : b->events) source_.release_event(e);
-      b->events.clear();
-      --stats_.pending_blocks;
-      release_to_free_set(b);
-    } else {
-      still.push_back(b);
+// Pending blocks whose events completed (all of them, waiting, when `wait`) become free. Each
+// leaves pending_ before it is released, so an error part-way leaves no dangling entry.
+void BlockPool::process_events(bool wait) {
+  for (size_t i = 0; i < pending_.size();) {
+    Block* b = pending_[i];
+    bool done = true;
+    for (EventId e : b->events) {
+      if (wait) source_.wait_event(e);
+      else if (!source_.event_done(e)) done = false;
+      if (!done) break;
     }
+    if (!done) {
+      ++i;
+      continue;
+    }
+    pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
+    for (EventId e : b->events) source_.release_event(e);
+    b->events.clear();
+    --stats_.pending_blocks;
+    release_to_free_set(b);
   }
-  pending_.swap(still);
 }
 
 void BlockPool::remove_whole_segment(Block* b) {
@@ -191,8 +203,8 @@ void BlockPool::remove_whole_segment(Block* b) {
   delete b;
 }
 
-void BlockPool::release_cached_segments() {
-  process_events();
+void BlockPool::release_cached_segments(bool wait_for_pending) {
+  process_events(wait_for_pending);
   for (FreeSet* set : {&free_small_, &free_large_}) {
     for (auto it = set->begin(); it != set->end();) {
       Block* b = *it;
@@ -208,7 +220,7 @@ void BlockPool::release_cached_segments() {
 
 void BlockPool::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
-  release_cached_segments();
+  release_cached_segments(false);
 }
 
 PoolStats BlockPool::stats() const {

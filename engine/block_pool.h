@@ -29,6 +29,7 @@ class SegmentSource {
   virtual void free_segment(void* p, size_t bytes) = 0;
   virtual EventId record_event(StreamId stream) = 0;  // marks the work queued on `stream` so far
   virtual bool event_done(EventId e) = 0;             // without blocking
+  virtual void wait_event(EventId e) = 0;             // blocks until it completed
   virtual void release_event(EventId e) = 0;
 };
 
@@ -105,8 +106,8 @@ class BlockPool {
   Block* new_segment(size_t size, bool small, StreamId stream);
   Block* split(Block* b, size_t size);
   void release_to_free_set(Block* b);
-  void process_events();
-  void release_cached_segments();
+  void process_events(bool wait);
+  void release_cached_segments(bool wait_for_pending);
   void remove_whole_segment(Block* b);
   FreeSet& free_set(bool small) { return small ? free_small_ : free_large_; }
 

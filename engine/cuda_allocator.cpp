@@ -17,10 +17,12 @@ namespace {
 
 constexpr int kMaxDevices = 16;
 
+
 class CudaSegments final : public SegmentSource {
  public:
   explicit CudaSegments(int device) : device_(device) {}
   void* allocate_segment(size_t bytes) override {
+    cuda::DeviceGuard on(device_);
     void* p = nullptr;
     cudaError_t e = cudaMalloc(&p, bytes);
     if (e == cudaErrorMemoryAllocation) {
@@ -30,8 +32,12 @@ class CudaSegments final : public SegmentSource {
     GS_CUDA_CHECK(e, "allocate");
     return p;
   }
-  void free_segment(void* p, size_t) override { GS_CUDA_CHECK(cudaFree(p), "empty_cache"); }
+  void free_segment(void* p, size_t) override {
+    cuda::DeviceGuard on(device_);
+    GS_CUDA_CHECK(cudaFree(p), "empty_cache");
+  }
   EventId record_event(StreamId stream) override {
+    cuda::DeviceGuard on(device_);
     cudaEvent_t e = nullptr;
     GS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "free");
     GS_CUDA_CHECK(cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)), "free");
@@ -39,9 +45,15 @@ class CudaSegments final : public SegmentSource {
   }
   bool event_done(EventId e) override {
     cudaError_t r = cudaEventQuery(reinterpret_cast<cudaEvent_t>(e));
-    if (r == cudaErrorNotReady) return false;
+    if (r == cudaErrorNotReady) {
+      cudaGetLastError();  // an answer, not an error for the next launch to report
+      return false;
+    }
     GS_CUDA_CHECK(r, "allocate");
     return true;
+  }
+  void wait_event(EventId e) override {
+    GS_CUDA_CHECK(cudaEventSynchronize(reinterpret_cast<cudaEvent_t>(e)), "allocate");
   }
   void release_event(EventId e) override { cudaEventDestroy(reinterpret_cast<cudaEvent_t>(e)); }
 
@@ -119,7 +131,16 @@ void cuda_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_
   cuda::require_device(gpu, "copy");
   cudaStream_t stream = static_cast<cudaStream_t>(cuda::current_stream(gpu.index).handle);
   if (!dst_dev.is_cpu() && !src_dev.is_cpu() && dst_dev.index != src_dev.index) {
+    // Ordered after the source device's pending work (which may be writing src), and the source
+    // stream after the copy (which reads src, whose block that stream may otherwise reuse).
+    const cuda::Stream src_stream = cuda::current_stream(src_dev.index), dst_stream = cuda::current_stream(dst_dev.index);
+    cuda::Event ready(src_dev.index);
+    ready.record(src_stream);
+    ready.block(dst_stream);
     GS_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_dev.index, src, src_dev.index, nbytes, stream), "copy");
+    cuda::Event done(dst_dev.index);
+    done.record(dst_stream);
+    done.block(src_stream);
     return;
   }
   GS_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream), "copy");

@@ -41,6 +41,7 @@ const Availability& availability() {
 
 thread_local std::vector<Stream> t_current;  // index: device
 
+
 std::string fault_hint(cudaError_t e) {
   switch (e) {
     case cudaErrorIllegalAddress:
@@ -75,6 +76,7 @@ void require_device(Device d, const char* op) {
 void check(int err, const char* call, const char* op) {
   if (err == 0) return;
   auto e = static_cast<cudaError_t>(err);
+  cudaGetLastError();  // a non-sticky error must not be blamed on the next launch
   fail("{}: {} failed: {} ({}){}", op, call, cudaGetErrorString(e), cudaGetErrorName(e), fault_hint(e));
 }
 
@@ -106,6 +108,13 @@ Stream new_stream(int device) {
   return Stream{device, s};
 }
 
+DeviceGuard::DeviceGuard(int device) {
+  cudaGetDevice(&previous_);
+  if (previous_ != device) cudaSetDevice(device);
+}
+
+DeviceGuard::~DeviceGuard() { cudaSetDevice(previous_); }
+
 StreamGuard::StreamGuard(Stream s) : previous_(current_stream(s.device)) {
   if (previous_ == s) return;
   set_current_stream(s);
@@ -128,18 +137,23 @@ Event::~Event() {
 }
 
 void Event::record(Stream s) {
+  DeviceGuard on(s.device);
   GS_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_), static_cast<cudaStream_t>(s.handle)),
                 "Event::record");
 }
 
 void Event::block(Stream s) const {
+  DeviceGuard on(s.device);
   GS_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s.handle), static_cast<cudaEvent_t>(handle_), 0),
                 "Event::block");
 }
 
 bool Event::query() const {
   cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(handle_));
-  if (e == cudaErrorNotReady) return false;
+  if (e == cudaErrorNotReady) {
+    cudaGetLastError();  // "not ready" is an answer, not an error for the next launch to report
+    return false;
+  }
   check(e, "cudaEventQuery", "Event::query");
   return true;
 }
@@ -161,6 +175,7 @@ void synchronize(Device d) {
 }
 
 void copy_device_to_device(void* dst, const void* src, size_t nbytes, Stream s) {
+  require_device(Device::cuda(s.device), "copy_device_to_device");
   GS_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(s.handle)),
                 "copy_device_to_device");
 }
@@ -185,6 +200,8 @@ Stream new_stream(int device) {
   require_device(Device::cuda(device), "new_stream");
   return {};
 }
+DeviceGuard::DeviceGuard(int) {}
+DeviceGuard::~DeviceGuard() = default;
 StreamGuard::StreamGuard(Stream s) : previous_(s) {}
 StreamGuard::~StreamGuard() = default;
 Event::Event(int device, bool) : device_(device) { require_device(Device::cuda(device), "Event"); }

@@ -32,6 +32,19 @@ void set_current_stream(Stream s);
 // A new non-blocking stream on `device`, owned by the process (streams are few and long-lived).
 Stream new_stream(int device);
 
+// Makes `device` the current CUDA device for a scope (events, allocations and the null stream
+// handle belong to the current device), then restores the previous one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
 // Makes `s` the current stream of its device for a scope.
 class StreamGuard {
  public:

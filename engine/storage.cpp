@@ -169,6 +169,10 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
 MemoryStats memory_stats(Device d) { return allocator_for(d.type).stats(d.index); }
 void reset_peak_memory(Device d) { allocator_for(d.type).reset_peak(d.index); }
 void empty_cache(Device d) { allocator_for(d.type).empty_cache(d.index); }
+void record_stream(const Storage& s, uintptr_t stream) {
+  if (!s || s->device().is_cpu()) return;
+  allocator_for(s->device().type).record_stream(s->data(), s->device().index, stream);
+}
 
 StorageImpl::StorageImpl(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   data_ = allocator_for(device.type).allocate(nbytes, device.index);

@@ -80,4 +80,8 @@ class StorageImpl {
 
 using Storage = std::shared_ptr<StorageImpl>;
 
+// Work on `stream` (a cudaStream_t) also uses `s`'s memory: a stream-ordered allocator then delays
+// the block's reuse until that work finished. No-op on the CPU.
+void record_stream(const Storage& s, uintptr_t stream);
+
 }  // namespace gs

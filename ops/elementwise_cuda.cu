@@ -1,31 +1,12 @@
-// The CUDA twins of the elementwise loops of ops/kernels.h: one thread per output element, each
-// finding its operands through the StridedLoop (broadcast dims have stride 0). The arithmetic is
-// the CPU's: the functors of ops/elementwise_math.h.
+// The CUDA twins of the elementwise loops of ops/kernels.h, on the map kernels of ops/cuda_map.cuh.
+// The arithmetic is the CPU's: the functors of ops/elementwise_math.h.
 #include <type_traits>
 
-#include "engine/cuda_types.cuh"
+#include "ops/cuda_map.cuh"
 #include "ops/elementwise_cuda.h"
 
 namespace gs::cuda_kernels {
 namespace {
-
-template <typename Out, typename A, typename F>
-__global__ void map1(Out* out, const A* a, StridedLoop<2> loop, F f) {
-  GS_GRID_STRIDE(i, loop.numel) {
-    int64_t off[2];
-    loop.offsets(i, off);
-    out[off[0]] = f(a[off[1]]);
-  }
-}
-
-template <typename Out, typename A, typename B, typename F>
-__global__ void map2(Out* out, const A* a, const B* b, StridedLoop<3> loop, F f) {
-  GS_GRID_STRIDE(i, loop.numel) {
-    int64_t off[3];
-    loop.offsets(i, off);
-    out[off[0]] = f(a[off[1]], b[off[2]]);
-  }
-}
 
 template <typename T>
 __global__ void where_kernel(T* out, const bool* cond, const T* a, const T* b, StridedLoop<4> loop) {
@@ -33,32 +14,6 @@ __global__ void where_kernel(T* out, const bool* cond, const T* a, const T* b, S
     int64_t off[4];
     loop.offsets(i, off);
     out[off[0]] = cond[off[1]] ? a[off[2]] : b[off[3]];
-  }
-}
-
-cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
-
-template <typename Out, typename A, typename F>
-bool launch1(void* out, const void* a, const StridedLoop<2>& loop, void* stream, F f) {
-  if constexpr (std::is_invocable_v<F, A>) {
-    if (loop.numel > 0)
-      map1<Out, A, F><<<blocks_for(loop.numel), kThreads, 0, as_stream(stream)>>>(
-          static_cast<Out*>(out), static_cast<const A*>(a), loop, f);
-    return true;
-  } else {
-    return false;
-  }
-}
-
-template <typename Out, typename A, typename B, typename F>
-bool launch2(void* out, const void* a, const void* b, const StridedLoop<3>& loop, void* stream, F f) {
-  if constexpr (std::is_invocable_v<F, A, B>) {
-    if (loop.numel > 0)
-      map2<Out, A, B, F><<<blocks_for(loop.numel), kThreads, 0, as_stream(stream)>>>(
-          static_cast<Out*>(out), static_cast<const A*>(a), static_cast<const B*>(b), loop, f);
-    return true;
-  } else {
-    return false;
   }
 }
 

@@ -1,4 +1,5 @@
-// The fused GELU (ops/gelu_fused.h): vectorisable f32 kernels, f64 through std::erf.
+// The fused GELU (ops/gelu_fused.h): its arithmetic is ops/gelu_math.h's, the CPU loops here and
+// the CUDA kernels in gelu_fused_cuda.cu.
 #include "ops/gelu_fused.h"
 
 #include <cmath>
@@ -11,6 +12,8 @@
 #include "engine/error.h"
 #include "engine/factory.h"
 #include "ops/elementwise.h"
+#include "ops/gelu_math.h"
+#include "ops/kernels.h"
 #include "ops/reduce.h"
 #include "ops/registry.h"
 #include "ops/view.h"
@@ -18,42 +21,6 @@
 namespace gs {
 
 namespace {
-
-// exp(x) for x <= 0 in float (Cephes' expf: x = n ln2 + r, |r| <= ln2 / 2, degree-6 polynomial),
-// written without calls or branches so the loops below vectorise. Arguments below -87 give exp(-87).
-inline float exp_nonpositive(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  // n = round(x / ln2) by the 1.5 * 2^23 trick (round to nearest; std::floor would block
-  // vectorisation without -fno-math-errno).
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
-
-// Phi(x) = (1 + erf(x / sqrt 2)) / 2 and phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
-struct NormalF {
-  float cdf, pdf;
-};
-inline NormalF normal_f32(float x) {
-  const float z = std::fabs(x) * 0.70710678118654752f;
-  const float t = 1.0f / (1.0f + 0.3275911f * z);
-  const float e = exp_nonpositive(-z * z);
-  const float poly = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f) * t;
-  const float erf_abs = 1.0f - poly * e;
-  const float erf = x < 0 ? -erf_abs : erf_abs;
-  return {0.5f * (1.0f + erf), e * 0.39894228040143268f};
-}
 
 // The fused GELU over `planes` contiguous rows of `n` values; row r belongs to channel
 // r % channels and reads bias[channel] when a bias is given. Forward (grad null):
@@ -63,51 +30,54 @@ template <typename T>
 void gelu_rows(const T* x, const T* bias, const T* grad, T* out, double* row_sums, int64_t planes, int64_t n,
                int64_t channels) {
   const bool parallel = planes * n >= (1 << 15) && planes > 1;
+  const math::GeluBiasForward fwd;
+  const math::GeluBiasBackward bwd;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t r = 0; r < planes; ++r) {
     const T b = bias ? bias[r % channels] : T(0);
     const T* xr = x + r * n;
     T* o = out + r * n;
-    if constexpr (std::is_same_v<T, float>) {
-      if (grad == nullptr) {
+    if (grad == nullptr) {
 #pragma omp simd
-        for (int64_t i = 0; i < n; ++i) {
-          const float v = xr[i] + b;
-          o[i] = v * normal_f32(v).cdf;
-        }
-      } else {
-        const float* gr = grad + r * n;
-        float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-        for (int64_t i = 0; i < n; ++i) {
-          const float v = xr[i] + b;
-          const NormalF nf = normal_f32(v);
-          o[i] = gr[i] * (nf.cdf + v * nf.pdf);
-          acc += o[i];
-        }
-        if (row_sums) row_sums[r] = acc;
-      }
-    } else {
-      double acc = 0.0;
-      for (int64_t i = 0; i < n; ++i) {
-        const double v = xr[i] + b;
-        const double cdf = 0.5 * (1.0 + std::erf(v * 0.70710678118654752));
-        if (grad == nullptr) {
-          o[i] = v * cdf;
-        } else {
-          const double pdf = std::exp(-0.5 * v * v) * 0.39894228040143268;
-          o[i] = grad[r * n + i] * (cdf + v * pdf);
-          acc += o[i];
-        }
-      }
-      if (row_sums) row_sums[r] = acc;
+      for (int64_t i = 0; i < n; ++i) o[i] = fwd(xr[i], b);
+      continue;
     }
+    const T* gr = grad + r * n;
+    // f32 rows sum in f32 (vectorised; a row is at most one plane), f64 in f64.
+    T acc = T(0);
+#pragma omp simd reduction(+ : acc)
+    for (int64_t i = 0; i < n; ++i) {
+      o[i] = bwd(xr[i], b, gr[i]);
+      acc += o[i];
+    }
+    if (row_sums) row_sums[r] = acc;
   }
 }
 
 // x contiguous; bias (C) with x (B, C, ...) or undefined; grad undefined (forward) or like x.
 // Returns the output and, in backward with a bias, the bias gradient.
+// On CUDA: one elementwise pass with the bias broadcast as (1, C, 1, ...) (a 0-dim zero without
+// one), and the bias gradient as a sum over every dim but 1 (f64 accumulation, as the CPU's).
+std::pair<Tensor, Tensor> run_gelu_cuda(const Tensor& x, const Tensor& bias, const Tensor& grad) {
+  NoGradGuard ng;
+  Shape bshape(static_cast<size_t>(x.dim()), 1);
+  if (bias.defined()) bshape[1] = x.size(1);
+  const Tensor b = bias.defined() ? reshape(bias, bshape) : zeros({}, x.dtype(), x.device());
+  Tensor out = empty(x.sizes(), x.dtype(), x.device());
+  if (!grad.defined()) {
+    kernels::cuda_gelu_bias_forward(out, x, b);
+    return {out, Tensor()};
+  }
+  kernels::cuda_gelu_bias_backward(out, x, b, grad);
+  if (!bias.defined()) return {out, Tensor()};
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d != 1) dims.push_back(d);
+  return {out, sum(out, dims)};
+}
+
 std::pair<Tensor, Tensor> run_gelu(const Tensor& x, const Tensor& bias, const Tensor& grad) {
+  if (kernels::on_cuda(x)) return run_gelu_cuda(x, bias, grad);
   Tensor xc = contiguous(x), gc = grad.defined() ? contiguous(grad) : Tensor();
   Tensor bc = bias.defined() ? contiguous(bias) : Tensor();
   const int64_t C = bias.defined() ? x.size(1) : 1;
@@ -169,9 +139,8 @@ struct FusedGelu {
 }  // namespace
 
 Tensor gelu_fused(const Tensor& x, const Tensor& bias) {
-  GS_CHECK(x.defined() && is_floating(x.dtype()) && x.device().type == DeviceType::cpu,
-           "gelu_fused: expected an f32 or f64 tensor on the CPU, got {}",
-           x.meta_str());
+  GS_CHECK(x.defined() && is_floating(x.dtype()), "gelu_fused: expected an f32 or f64 tensor, got {}", x.meta_str());
+  if (bias.defined()) kernels::check_same_device(x, bias, "gelu_fused");
   if (!bias.defined()) return apply_function<FusedGelu>("gelu_fused", {x})[0];
   GS_CHECK(x.dim() >= 2 && x.size(0) >= 1 && bias.dim() == 1 && bias.size(0) == x.size(1) &&
                bias.dtype() == x.dtype(),
@@ -182,7 +151,7 @@ Tensor gelu_fused(const Tensor& x, const Tensor& bias) {
 
 namespace {
 
-const OpRegistrar kGeluFusedOps{"its fused CUDA kernel is not written yet (the unfused gelu runs on CUDA)", {
+const OpRegistrar kGeluFusedOps{
     OpInfo{"gelu_fused", [](RandomKey k) {
              return std::vector<OpSample>{{"plain", {sample_leaf({2, 3, 4}, k)}},
                                           {"non-contiguous", {sample_leaf_transposed({3, 5}, {k.seed, k.stream + 1})}}};
@@ -193,7 +162,7 @@ const OpRegistrar kGeluFusedOps{"its fused CUDA kernel is not written yet (the u
                                            {sample_leaf({2, 3, 4, 5}, k), sample_leaf({3}, {k.seed, k.stream + 1})}}};
            },
            [](const std::vector<Tensor>& in) { return std::vector<Tensor>{gelu_fused(in[0], in[1])}; }},
-}};
+};
 
 }  // namespace
 }  // namespace gs

@@ -170,8 +170,12 @@ Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
   check_inplace(self, "add_", {other});
   const Tensor src = value_before_write(self, other);
   if (kernels::on_cuda(self)) {
-    NoGradGuard ng;
-    cuda_inplace(math::BinaryCode::add, self, alpha == 1.0 ? src : mul(src.detach(), alpha), "add_");
+    Tensor scaled = src;
+    if (alpha != 1.0) {  // alpha * src by the kernel itself: mul() refuses the i64 that add_ takes
+      scaled = empty(self.sizes(), self.dtype(), self.device());
+      kernels::cuda_binary(math::BinaryCode::mul, scaled, src, full({}, alpha, self.dtype(), self.device()), "add_");
+    }
+    cuda_inplace(math::BinaryCode::add, self, scaled, "add_");
   } else {
     kernels::check_cpu(self, "add_");
     dispatch_arith(self.dtype(), "add_", [&]<typename T>() {

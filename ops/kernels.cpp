@@ -5,6 +5,7 @@
 #include "gradsphere_config.h"
 #if GS_HAVE_CUDA
 #include "ops/elementwise_cuda.h"
+#include "ops/gelu_fused_cuda.h"
 #endif
 
 namespace gs::kernels {
@@ -125,6 +126,20 @@ Shape expanded_strides(const Tensor& t, const Shape& shape) {
   int64_t off = static_cast<int64_t>(shape.size()) - t.dim();
   for (int64_t d = 0; d < t.dim(); ++d) st[d + off] = t.sizes()[d] == 1 ? 0 : t.strides()[d];
   return st;
+}
+
+void cuda_gelu_bias_forward(const Tensor& out, const Tensor& x, const Tensor& b) {
+  launch_on_cuda<3>("gelu_fused", out, {&x, &b}, [&](const auto& loop, void* stream) {
+    return GS_CUDA_CALL(
+        cuda_kernels::gelu_bias_forward(x.dtype(), out.raw_data(), x.raw_data(), b.raw_data(), loop, stream));
+  });
+}
+
+void cuda_gelu_bias_backward(const Tensor& out, const Tensor& x, const Tensor& b, const Tensor& g) {
+  launch_on_cuda<4>("gelu_fused backward", out, {&x, &b, &g}, [&](const auto& loop, void* stream) {
+    return GS_CUDA_CALL(cuda_kernels::gelu_bias_backward(x.dtype(), out.raw_data(), x.raw_data(), b.raw_data(),
+                                                         g.raw_data(), loop, stream));
+  });
 }
 
 }  // namespace gs::kernels

@@ -33,6 +33,9 @@ void cuda_isfinite(const Tensor& out, const Tensor& a);
 void cuda_complex_abs(const Tensor& out, const Tensor& a);
 void cuda_make_complex(const Tensor& out, const Tensor& re, const Tensor& im);
 void cuda_where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+// The fused GELU (ops/gelu_fused_cuda.cu): out = gelu(x + b); out = g * gelu'(x + b).
+void cuda_gelu_bias_forward(const Tensor& out, const Tensor& x, const Tensor& b);
+void cuda_gelu_bias_backward(const Tensor& out, const Tensor& x, const Tensor& b, const Tensor& g);
 // The current stream of t's device (a cudaStream_t), after checking the device is usable.
 void* cuda_stream(const Tensor& t, const char* op);
 

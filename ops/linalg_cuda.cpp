@@ -106,6 +106,7 @@ void batched_gemm(const Tensor& out, const GemmOperand& a, const GemmOperand& b,
 }
 
 void raw_square_gemm(const Tensor& out, const Tensor& a, const Tensor& b) {
+  cuda::require_device(out.device(), "gemm baseline");
   const int n = static_cast<int>(a.size(0));
   cublasHandle_t h = handle_for(out.device().index);
   check_blas(cublasSetStream(h, static_cast<cudaStream_t>(cuda::current_stream(out.device().index).handle)),

@@ -45,8 +45,6 @@ class NotDifferentiableAgain : public Node {
   std::string producer_;
 };
 
-// Device tensors are read through a copy to the host (to_vector): anomaly mode is a debugging
-// mode, and the check must see every gradient wherever it lives.
 // The stream a node's backward runs on: its forward's (DESIGN.md: backward on the forward ops'
 // stream); a node without one (a leaf's accumulator) on the current stream of its CUDA device.
 std::optional<cuda::Stream> backward_stream(const Node& n) {
@@ -57,7 +55,7 @@ std::optional<cuda::Stream> backward_stream(const Node& n) {
 }
 
 // Work queued on `s` from now on waits for what the producers' streams have queued so far (the
-// gradients they handed this node). Nothing to do when they all ran on `s`.
+// gradients they handed on). Nothing to do when they all ran on `s`.
 void wait_for_producers(const std::vector<cuda::Stream>& producers, const cuda::Stream& s) {
   for (const cuda::Stream& p : producers) {
     if (p == s) continue;
@@ -67,6 +65,22 @@ void wait_for_producers(const std::vector<cuda::Stream>& producers, const cuda::
   }
 }
 
+void add_stream(std::vector<cuda::Stream>& streams, const cuda::Stream& s) {
+  if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
+}
+
+// Gradients made on other streams and read on `s`: their blocks must not be reused by their own
+// stream before `s` has read them (the allocator is stream-ordered).
+void mark_used_on(const std::vector<Tensor>& grads, const std::vector<cuda::Stream>& producers, const cuda::Stream& s) {
+  bool crossed = false;
+  for (const cuda::Stream& p : producers) crossed |= !(p == s);
+  if (!crossed) return;
+  for (const Tensor& g : grads)
+    if (g.defined() && g.device().type == DeviceType::cuda) record_stream(g.storage(), s.id());
+}
+
+// Device tensors are read through a copy to the host (to_vector): anomaly mode is a debugging
+// mode, and the check must see every gradient wherever it lives.
 bool has_non_finite(const Tensor& t) {
   bool bad = false;
   dispatch_float_complex(t.dtype(), "anomaly check", [&]<typename T>() {
@@ -194,6 +208,7 @@ void execute(const std::shared_ptr<Node>& root, bool retain_graph, bool create_g
   // 3. Run.
   std::priority_queue<NodeTask> ready;
   ready.push({root.get()});
+  std::vector<cuda::Stream> used_streams;  // every CUDA stream this pass queued work on
   GradModeGuard mode(create_graph);
   while (!ready.empty()) {
     Node* n = ready.top().node;
@@ -203,6 +218,8 @@ void execute(const std::shared_ptr<Node>& root, bool retain_graph, bool create_g
     std::optional<cuda::StreamGuard> on_stream;
     if (stream) {
       wait_for_producers(n->pass_state.producer_streams, *stream);
+      mark_used_on(n->pass_state.buffer, n->pass_state.producer_streams, *stream);
+      add_stream(used_streams, *stream);
       on_stream.emplace(*stream);
     }
     std::vector<Tensor> grads = std::move(n->pass_state.buffer);
@@ -264,16 +281,29 @@ void execute(const std::shared_ptr<Node>& root, bool retain_graph, bool create_g
         buf.resize(e.fn->output_meta.size());
         Tensor& slot = buf[e.output_nr];
         auto& producers = e.fn->pass_state.producer_streams;
-        if (stream && slot.defined()) wait_for_producers(producers, *stream);  // the sum reads their gradient
+        if (g.device().type == DeviceType::cuda) {
+          // Made on the current stream of its device (this node's, or the caller's for a node
+          // without one, e.g. the root's seed or a to(cpu)'s copy back).
+          const cuda::Stream here = cuda::current_stream(g.device().index);
+          if (slot.defined()) {
+            wait_for_producers(producers, here);  // the sum reads their gradient
+            mark_used_on({slot}, producers, here);
+          }
+          add_stream(producers, here);
+          add_stream(used_streams, here);
+        }
         slot = slot.defined() ? gradient_arithmetic().add(slot, g) : g;
-        if (stream && std::find(producers.begin(), producers.end(), *stream) == producers.end())
-          producers.push_back(*stream);
       }
       if (--e.fn->pass_state.dependencies == 0) ready.push({e.fn.get()});
     }
   }
   // Gradients left in buffers of nodes that never became ready (none in a consistent graph).
   for (Node* n : nodes) n->pass_state.buffer.clear();
+  // The caller reads the results (captured gradients, retained .grad) on its own streams: order
+  // them after everything the pass queued.
+  std::vector<cuda::Stream> caller;
+  for (const cuda::Stream& s : used_streams) add_stream(caller, cuda::current_stream(s.device));
+  for (const cuda::Stream& c : caller) wait_for_producers(used_streams, c);
 }
 
 std::shared_ptr<Node> make_root(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs,

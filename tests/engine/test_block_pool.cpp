@@ -35,6 +35,11 @@ class FakeSource final : public SegmentSource {
     return next_event_;
   }
   bool event_done(EventId e) override { return done_.at(e); }
+  void wait_event(EventId e) override {
+    done_.at(e) = true;  // the "stream" finishes its work
+    ++waits_;
+  }
+  int waits() const { return waits_; }
   void release_event(EventId e) override { done_.erase(e); }
   void complete_all() {
     for (auto& [e, d] : done_) d = true;
@@ -50,6 +55,7 @@ class FakeSource final : public SegmentSource {
   std::map<void*, size_t> segments_;
   std::map<EventId, bool> done_;
   EventId next_event_ = 0;
+  int waits_ = 0;
 };
 
 constexpr StreamId s1 = 1, s2 = 2;
@@ -157,6 +163,23 @@ TEST_CASE("block pool: out of memory releases the cache first, then reports fail
   pool.free(c);
   pool.reset_peak();
   CHECK(pool.stats().allocated_peak == 0);
+}
+
+TEST_CASE("block pool: out of memory waits for blocks other streams still use, then reuses them") {
+  FakeSource src(40 * MiB);
+  BlockPool pool(src);
+  void* a = pool.allocate(20 * MiB, s1);
+  void* b = pool.allocate(20 * MiB, s1);
+  pool.record_stream(b, s2);
+  pool.free(b);  // pending: s2 may still read it
+  CHECK(pool.stats().pending_blocks == 1);
+  void* c = pool.allocate(20 * MiB, s1);  // the device is full: only b's segment can serve
+  CHECK(c == b);
+  CHECK(src.waits() == 1);
+  CHECK(pool.stats().pending_blocks == 0);
+  CHECK(pool.stats().segment_frees == 0);
+  pool.free(a);
+  pool.free(c);
 }
 
 TEST_CASE("block pool: freeing an unknown pointer is an error, not a corruption") {

@@ -168,7 +168,13 @@ fi
 grep -q "\[rank 3\] error: NetCDF file 'data/swe_train.nc': expected a regular file, but it does not exist" \
   "$work/gone.log" || fail "no message from rank 3 naming the missing file: $(cat "$work/gone.log")"
 echo "ok: a file missing on one rank ends the job in $(( $(date +%s) - start )) s with rank 3's message"
-# A NaN in the south-east quarter of the training data: only rank 3 of 1x2x2 reads it.
+# A NaN in the south-east quarter of the training data: only rank 3 of 1x2x2 reads it. The ranks
+# that the failed job's abort killed may still be exiting (unmapping their libraries) after mpiexec
+# returned, holding HDF5's lock on the file: wait until they are gone before writing it.
+for _ in $(seq 100); do
+  pgrep -f -- "--out $work/nc-gone" > /dev/null || break
+  sleep 0.1
+done
 "$poke" "$work/nc/data/swe_train.nc" vorticity 1 4 12 30
 start=$(date +%s)
 if timeout 120 "$mpiexec" -n 4 "$gs" train "$work/nc.yaml" --out "$work/nc-nan" --grid 1x2x2 > "$work/nan.log" 2>&1; then

@@ -56,28 +56,20 @@ double copy_gbs(Device d, int64_t n) {
   return 2.0 * n * 4 / (ms * 1e-3) / 1e9;  // read n floats, write n floats
 }
 
-Row elementwise_row(Device d, int64_t n, double copy) {
+// A row for an op over n f32 elements that moves `bytes_per_element` bytes per element.
+template <typename F>
+Row bandwidth_row(Device d, const std::string& what, int64_t n, double bytes_per_element, double copy, F&& body) {
+  const double ms = median_ms(d, body);
+  const double gbs = bytes_per_element * n / (ms * 1e-3) / 1e9;
+  return {fmt::format("{}, {} M elements", what, n >> 20), fmt::format("{:.0f} GB/s", gbs),
+          fmt::format("D2D copy {:.0f} GB/s", copy), fmt::format("{:.0f}%", 100 * gbs / copy)};
+}
+
+std::vector<Row> bandwidth_rows(Device d, int64_t n, double copy) {
   Tensor a = device_randn({n}, 1, DType::f32, d), b = device_randn({n}, 2, DType::f32, d);
-  const double ms = median_ms(d, [&] { Tensor c = add(a, b); });
-  const double gbs = 3.0 * n * 4 / (ms * 1e-3) / 1e9;
-  return {fmt::format("add f32, {} M elements", n >> 20), fmt::format("{:.0f} GB/s", gbs),
-          fmt::format("D2D copy {:.0f} GB/s", copy), fmt::format("{:.0f}%", 100 * gbs / copy)};
-}
-
-Row gelu_row(Device d, int64_t n, double copy) {
-  Tensor a = device_randn({n}, 3, DType::f32, d);
-  const double ms = median_ms(d, [&] { Tensor c = gelu(a); });
-  const double gbs = 2.0 * n * 4 / (ms * 1e-3) / 1e9;
-  return {fmt::format("gelu f32, {} M elements", n >> 20), fmt::format("{:.0f} GB/s", gbs),
-          fmt::format("D2D copy {:.0f} GB/s", copy), fmt::format("{:.0f}%", 100 * gbs / copy)};
-}
-
-Row sum_row(Device d, int64_t n, double copy) {
-  Tensor a = device_randn({n}, 4, DType::f32, d);
-  const double ms = median_ms(d, [&] { Tensor s = sum(a); });
-  const double gbs = 1.0 * n * 4 / (ms * 1e-3) / 1e9;  // reads n floats
-  return {fmt::format("sum f32, {} M elements", n >> 20), fmt::format("{:.0f} GB/s", gbs),
-          fmt::format("D2D copy {:.0f} GB/s", copy), fmt::format("{:.0f}%", 100 * gbs / copy)};
+  return {bandwidth_row(d, "add f32", n, 12, copy, [&] { Tensor c = add(a, b); }),   // reads 2, writes 1
+          bandwidth_row(d, "gelu f32", n, 8, copy, [&] { Tensor c = gelu(a); }),     // reads 1, writes 1
+          bandwidth_row(d, "sum f32", n, 4, copy, [&] { Tensor c = sum(a); })};      // reads 1
 }
 
 Row matmul_row(Device d, int64_t n, DType dtype) {
@@ -98,7 +90,7 @@ int bench_engine_cuda(const BenchOptions& opt, Device d) {
   fmt::print("gradsphere bench engine --device {}{}\n", d, opt.quick ? "  (quick)" : "");
   const int64_t n = opt.quick ? int64_t{1} << 20 : int64_t{1} << 28;  // 1 GiB per f32 array
   const double copy = copy_gbs(d, n);
-  std::vector<Row> rows = {elementwise_row(d, n, copy), gelu_row(d, n, copy), sum_row(d, n, copy)};
+  std::vector<Row> rows = bandwidth_rows(d, n, copy);
   for (int64_t m : opt.quick ? std::vector<int64_t>{256} : std::vector<int64_t>{1024, 4096, 8192})
     rows.push_back(matmul_row(d, m, DType::f32));
   rows.push_back(matmul_row(d, opt.quick ? 256 : 4096, DType::f64));
