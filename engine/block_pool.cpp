@@ -24,10 +24,20 @@ size_t BlockPool::segment_size(size_t rounded) {
 }
 
 BlockPool::~BlockPool() {
-  // Live blocks at exit belong to tensors held by statics; their segments stay with the process.
+  // Whole cached segments go back to the source; segments that still hold live blocks (tensors
+  // held by statics at exit) stay with the process. The block records themselves all go.
   std::lock_guard<std::mutex> lock(mutex_);
-  for (Block* b : pending_)
+  try {
+    release_cached_segments(false);
+  } catch (const std::exception&) {
+  }
+  for (Block* b : pending_) {
     for (EventId e : b->events) source_.release_event(e);
+    delete b;
+  }
+  for (FreeSet* set : {&free_small_, &free_large_})
+    for (Block* b : *set) delete b;
+  for (auto& [p, b] : live_) delete b;
 }
 
 void* BlockPool::allocate(size_t bytes, StreamId stream) {

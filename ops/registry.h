@@ -27,7 +27,7 @@ struct OpInfo {
   DifferentiableFn fn;
   bool second_order = true;  // the backward rule is differentiable: run gradgradcheck too
   GradcheckOptions tolerances{};
-  std::string cuda_missing;  // empty: the op has CUDA kernels; else why it has none yet
+  std::string cuda_missing{};  // empty: the op has CUDA kernels; else why it has none yet
   // Outputs and gradients in single precision against the f64 run, relative to each tensor's
   // largest magnitude.
   double single_tolerance = 1e-4;
@@ -57,7 +57,7 @@ struct OpRegistrar {
 
 // Why the sphere operators (ops/sphere/) have no CUDA kernels yet.
 inline constexpr const char* kSphereCudaPending =
-    "the sphere operators' CUDA kernels (FFT, SHT, spectral and local convolutions, sphere norms) are not written yet";
+    "its CUDA kernels (SHT and Legendre contractions, spectral convolutions, the 3x3 stencil, sphere norms) are not written yet";
 
 // ---- the registry walk on every backend (ops/registry_backends.cpp)
 

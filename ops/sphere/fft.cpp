@@ -29,10 +29,15 @@
 #include <vector>
 
 #include "engine/autograd/record.h"
+#include "engine/cuda_runtime.h"
 #include "engine/factory.h"
+#include "gradsphere_config.h"
 #include "ops/kernels.h"
 #include "ops/registry.h"
 #include "ops/sphere/lane_fft.h"
+#if GS_HAVE_CUDA
+#include "ops/sphere/fft_cuda.h"
+#endif
 
 namespace gs::sphere {
 
@@ -232,10 +237,31 @@ struct Weights {
 
 Tensor synthesis(const Tensor& X, int64_t nlon, Weights w, const std::string& name);
 
+// The CUDA twin of analysis_rows (forward) or synthesis_rows: cuFFT with the weights applied in a
+// kernel (ops/sphere/fft_cuda.cu). `in` is contiguous, (rows, n) real or (rows, M) complex.
+void cuda_rows(bool forward, const Tensor& in, const Tensor& out, int64_t rows, int64_t n, int64_t M, Weights w,
+               const std::string& name) {
+#if GS_HAVE_CUDA
+  GS_CHECK(rows <= INT_MAX, "{}: {} rows exceed cuFFT's batch limit of {}", name, rows, INT_MAX);
+  void* stream = kernels::cuda_stream(in, name.c_str());
+  const bool f64 = real_dtype(in.dtype()) == DType::f64;
+  const size_t bytes = cuda_kernels::fft_scratch_bytes(f64, rows, n);
+  Tensor scratch = empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::f64, in.device());
+  const auto st = forward ? cuda_kernels::rfft_rows(f64, in.raw_data(), out.raw_data(), rows, n, M, w.edge, w.interior,
+                                                    scratch.raw_data(), stream)
+                          : cuda_kernels::irfft_rows(f64, in.raw_data(), out.raw_data(), rows, n, M, w.edge,
+                                                     w.interior, scratch.raw_data(), stream);
+  GS_CHECK(st.cufft == 0, "{}: {} failed for {} rows of nlon {}: {}", name, st.call, rows, n,
+           cuda_kernels::cufft_result_name(st.cufft));
+  cuda::check_launch("fft weights", name.c_str());
+#else
+  fail("{}: {} needs CUDA, and this gradsphere was built without it", name, in.device());
+#endif
+}
+
 // A_w over the last dim of real x (..., n) -> (..., M), recorded as `name`.
 Tensor analysis(const Tensor& x, int64_t mmax, Weights w, const std::string& name) {
   kernels::check_defined(x, name.c_str());
-  kernels::check_cpu(x, name.c_str());
   GS_CHECK(is_floating(x.dtype()) && x.dim() >= 1,
            "{}: expected a real input (f32 or f64) of shape (..., nlon), got {}", name, x.meta_str());
   const int64_t n = x.size(-1);
@@ -247,7 +273,10 @@ Tensor analysis(const Tensor& x, int64_t mmax, Weights w, const std::string& nam
   out_sizes.back() = mmax;
   Tensor out = empty(out_sizes, complex_dtype(x.dtype()), x.device());
   const int64_t rows = x.numel() / n;
-  if (rows > 0) {
+  if (rows > 0 && kernels::on_cuda(x)) {
+    cuda_rows(true, contiguous_copy(x), out, rows, n, mmax, w, name);
+  } else if (rows > 0) {
+    kernels::check_cpu(x, name.c_str());
     Tensor xc = contiguous_copy(x);
     dispatch_float(x.dtype(), name, [&]<typename R>() {
       analysis_rows<R>(xc.data<R>(), out.data<std::complex<R>>(), rows, n, mmax, w.edge, w.interior);
@@ -263,7 +292,6 @@ Tensor analysis(const Tensor& x, int64_t mmax, Weights w, const std::string& nam
 // B_w over the last dim of complex X (..., M) -> (..., nlon), recorded as `name`.
 Tensor synthesis(const Tensor& X, int64_t nlon, Weights w, const std::string& name) {
   kernels::check_defined(X, name.c_str());
-  kernels::check_cpu(X, name.c_str());
   GS_CHECK(is_complex(X.dtype()) && X.dim() >= 1,
            "{}: expected a complex input (c64 or c128) of shape (..., mmax), got {}", name, X.meta_str());
   GS_CHECK(nlon >= 1 && nlon <= INT_MAX, "{}: nlon must be in [1, {}], got {}", name, INT_MAX, nlon);
@@ -275,7 +303,10 @@ Tensor synthesis(const Tensor& X, int64_t nlon, Weights w, const std::string& na
   out_sizes.back() = nlon;
   Tensor out = empty(out_sizes, real_dtype(X.dtype()), X.device());
   const int64_t rows = X.numel() / M;
-  if (rows > 0) {
+  if (rows > 0 && kernels::on_cuda(X)) {
+    cuda_rows(false, contiguous_copy(X), out, rows, nlon, M, w, name);
+  } else if (rows > 0) {
+    kernels::check_cpu(X, name.c_str());
     Tensor Xc = contiguous_copy(X);
     dispatch_float(real_dtype(X.dtype()), name, [&]<typename R>() {
       synthesis_rows<R>(Xc.data<std::complex<R>>(), out.data<R>(), rows, nlon, M, w.edge, w.interior);
@@ -305,7 +336,7 @@ RandomKey sub_key(RandomKey k, uint64_t s) { return {k.seed, k.stream * 100 + s}
 
 // Each registered function returns several transforms of one input, so one sample covers the full
 // spectrum (Nyquist included for even nlon) and truncation / zero-padding.
-const OpRegistrar registrar{kSphereCudaPending, {
+const OpRegistrar registrar{
     {"rfft_lon",
      [](RandomKey k) {
        return std::vector<OpSample>{
@@ -333,7 +364,7 @@ const OpRegistrar registrar{kSphereCudaPending, {
        return V{irfft_lon(x[0], std::max<int64_t>(1, 2 * M - 2)), irfft_lon(x[0], 2 * M - 1),
                 irfft_lon(x[0], 2 * M + 2)};
      }},
-}};
+};
 
 }  // namespace
 }  // namespace gs::sphere

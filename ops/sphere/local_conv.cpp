@@ -138,6 +138,7 @@ Tensor conv1x1(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 Tensor sphere_neighbours3x3(const Tensor& x) {
   check_field(x, "sphere_neighbours3x3");
+  kernels::check_cpu(x, "sphere_neighbours3x3");
   check_even_lon(x, "sphere_neighbours3x3");
   return neighbours_gather(x);
 }
@@ -145,6 +146,7 @@ Tensor sphere_neighbours3x3(const Tensor& x) {
 Tensor local_conv3x3(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const char* op = "local_conv3x3";
   check_field(x, op);
+  kernels::check_cpu(x, op);
   check_even_lon(x, op);
   const int64_t B = x.size(0), Cin = x.size(1), H = x.size(2), W = x.size(3);
   const int64_t Cout = check_conv_params(x, weight, bias, 3, op);
@@ -154,7 +156,8 @@ Tensor local_conv3x3(const Tensor& x, const Tensor& weight, const Tensor& bias) 
 }
 
 namespace {
-const OpRegistrar registrar{kSphereCudaPending, {
+// conv1x1 is matmul and add, so it runs wherever they do; the 3x3 gather has a CPU kernel only.
+const OpRegistrar composed{
     {"conv1x1",
      [](RandomKey k) {
        return std::vector<OpSample>{
@@ -162,6 +165,8 @@ const OpRegistrar registrar{kSphereCudaPending, {
            {"no bias, non-contiguous", {sample_leaf_transposed({2, 3, 3, 2}, sub_key(k, 4)), sample_leaf({2, 3}, sub_key(k, 5))}}};
      },
      [](const V& x) { return V{conv1x1(x[0], x[1], x.size() > 2 ? x[2] : Tensor())}; }},
+};
+const OpRegistrar registrar{kSphereCudaPending, {
     {"local_conv3x3",
      [](RandomKey k) {
        return std::vector<OpSample>{

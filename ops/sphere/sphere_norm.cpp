@@ -275,6 +275,7 @@ NormPlan plan_for(const Tensor& x, NormAxis axis, double eps, const char* name) 
 Tensor layer_norm_channels(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   const char* op = "layer_norm_channels";
   check_field(x, op);
+  kernels::check_cpu(x, op);  // the fused norm kernels are CPU code
   check_eps(eps, op);
   Tensor w = channel_param(weight, x, op, "the weight (C)"), b = channel_param(bias, x, op, "the bias (C)");
   return fused_norm(plan_for(x, NormAxis::channels, eps, op), x, w, b);
@@ -284,6 +285,7 @@ Tensor instance_norm_sphere(const Tensor& x, const Tensor& weight, const Tensor&
                             const Tensor& quad_weights) {
   const char* op = "instance_norm_sphere";
   check_field(x, op);
+  kernels::check_cpu(x, op);  // the fused norm kernels are CPU code
   check_eps(eps, op);
   Tensor w = channel_param(weight, x, op, "the weight (C)"), b = channel_param(bias, x, op, "the bias (C)");
   NormPlan pl = plan_for(x, NormAxis::grid, eps, op);
@@ -306,6 +308,7 @@ Tensor instance_norm_sphere(const Tensor& x, const Tensor& weight, const Tensor&
 Tensor conditional_layer_norm(const Tensor& x, const Tensor& scale, const Tensor& bias, double eps) {
   const char* op = "conditional_layer_norm";
   check_field(x, op);
+  kernels::check_cpu(x, op);  // the fused norm kernels are CPU code
   check_eps(eps, op);
   auto modulation = [&](const Tensor& t, const char* what) {
     GS_CHECK(t.defined(), "{}: {} is an undefined tensor", op, what);
