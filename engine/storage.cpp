@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "engine/cuda_runtime.h"
+
 namespace gs {
 namespace {
 
@@ -175,6 +177,8 @@ void record_stream(const Storage& s, uintptr_t stream) {
 }
 
 StorageImpl::StorageImpl(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  // Without CUDA in the build, the same "cuda:N is not available: ..." as without a GPU.
+  if (device.type == DeviceType::cuda && !cuda::built_with_cuda()) cuda::require_device(device, "allocate");
   data_ = allocator_for(device.type).allocate(nbytes, device.index);
 }
 

@@ -8,6 +8,7 @@
 // and the op's .cpp calls it by its code; the CUDA build instantiates every entry.
 #pragma once
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <type_traits>
 
