@@ -169,13 +169,16 @@ grep -q "\[rank 3\] error: NetCDF file 'data/swe_train.nc': expected a regular f
   "$work/gone.log" || fail "no message from rank 3 naming the missing file: $(cat "$work/gone.log")"
 echo "ok: a file missing on one rank ends the job in $(( $(date +%s) - start )) s with rank 3's message"
 # A NaN in the south-east quarter of the training data: only rank 3 of 1x2x2 reads it. The ranks
-# that the failed job's abort killed may still be exiting (unmapping their libraries) after mpiexec
-# returned, holding HDF5's lock on the file: wait until they are gone before writing it.
-for _ in $(seq 100); do
-  pgrep -f -- "--out $work/nc-gone" > /dev/null || break
-  sleep 0.1
+# that the failed job's abort killed may still be exiting after mpiexec returned, holding HDF5's
+# lock on this file (seen since the CUDA libraries, large to unmap, are linked; waiting until
+# pgrep no longer lists them was not enough, likely because an exiting process's command line is
+# gone before its files are closed). So the write is retried for up to 10 s.
+poked=0
+for _ in $(seq 50); do
+  if "$poke" "$work/nc/data/swe_train.nc" vorticity 1 4 12 30 2> "$work/poke.err"; then poked=1; break; fi
+  sleep 0.2
 done
-"$poke" "$work/nc/data/swe_train.nc" vorticity 1 4 12 30
+(( poked )) || fail "could not write the data file for 10 s: $(cat "$work/poke.err")"
 start=$(date +%s)
 if timeout 120 "$mpiexec" -n 4 "$gs" train "$work/nc.yaml" --out "$work/nc-nan" --grid 1x2x2 > "$work/nan.log" 2>&1; then
   fail "a run with a NaN in its data succeeded"
