@@ -38,6 +38,14 @@ void check_cpu(const Tensor& t, const char* op) {
 
 bool on_cuda(const Tensor& t) { return t.defined() && t.device().type == DeviceType::cuda; }
 
+namespace {
+thread_local bool composite_on_cpu = false;
+}  // namespace
+
+bool composite_path(const Tensor& t) { return on_cuda(t) || (composite_on_cpu && t.defined()); }
+CompositePathsOnCpu::CompositePathsOnCpu() : prev_(composite_on_cpu) { composite_on_cpu = true; }
+CompositePathsOnCpu::~CompositePathsOnCpu() { composite_on_cpu = prev_; }
+
 void* cuda_stream(const Tensor& t, const char* op) {
   cuda::require_device(t.device(), op);
   return cuda::current_stream(t.device().index).handle;

@@ -46,18 +46,7 @@ struct OpRegistrar {
   OpRegistrar(std::initializer_list<OpInfo> infos) {
     for (auto& i : infos) OpRegistry::add(i);
   }
-  // Every op of the list without CUDA kernels yet, for the reason given.
-  OpRegistrar(const char* cuda_missing, std::initializer_list<OpInfo> infos) {
-    for (auto i : infos) {
-      i.cuda_missing = cuda_missing;
-      OpRegistry::add(std::move(i));
-    }
-  }
 };
-
-// Why the sphere operators (ops/sphere/) have no CUDA kernels yet.
-inline constexpr const char* kSphereCudaPending =
-    "its CUDA kernels (SHT and Legendre contractions, spectral convolutions, the 3x3 stencil, sphere norms) are not written yet";
 
 // ---- the registry walk on every backend (ops/registry_backends.cpp)
 

@@ -31,8 +31,8 @@ int run_bench(const BenchArgs& args) {
   const Device d = parse_device(args.options.device);
   if (!d.is_cpu()) {
     GS_CHECK(args.name == "engine",
-             "bench {} --device {}: only `bench engine` runs on a GPU so far (the sphere operators have no CUDA "
-             "kernels yet)", args.name, d);
+             "bench {} --device {}: only `bench engine` runs on a GPU so far (the sphere benchmarks on CUDA "
+             "come with the hand-written sphere kernels)", args.name, d);
     return bench_engine_cuda(args.options, d);
   }
   return it->second(args.options);

@@ -1,17 +1,22 @@
 // SFNO channel mixing and local convolution: conv1x1 and local_conv3x3 are GEMMs through
 // gs::matmul; local_conv3x3 is fed by a pole-aware gather whose backward is the matching
-// scatter-add (and the scatter's backward is the gather again).
+// scatter-add (and the scatter's backward is the gather again). On CUDA the gather and scatter are
+// kernels of their own (neighbours_cuda.cu) with the index rules of neighbours_math.h.
 #include <algorithm>
 #include <string>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/record.h"
+#include "engine/cuda_runtime.h"
 #include "engine/factory.h"
+#include "gradsphere_config.h"
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
 #include "ops/linalg.h"
 #include "ops/reduce.h"
 #include "ops/registry.h"
+#include "ops/sphere/neighbours_cuda.h"
+#include "ops/sphere/neighbours_math.h"
 #include "ops/sphere/sfno_block_common.h"
 #include "ops/sphere/sfno_blocks.h"
 #include "ops/view.h"
@@ -48,11 +53,28 @@ void check_even_lon(const Tensor& x, const char* op) {
 
 Tensor neighbours_scatter(const Tensor& g, const Shape& x_sizes);
 
+// The gather (out (planes, 9, H, W) from in (planes, H, W)) or the scatter (the reverse) on CUDA;
+// in contiguous, out fresh.
+void cuda_neighbours(bool gather, const Tensor& in, const Tensor& out, int64_t H, int64_t W, const char* name) {
+#if GS_HAVE_CUDA
+  void* stream = kernels::cuda_stream(in, name);
+  const int64_t planes = out.numel() / (gather ? kTaps * H * W : H * W);
+  const bool ok = gather ? cuda_kernels::neighbours_gather(in.dtype(), out.raw_data(), in.raw_data(), planes, H, W, stream)
+                         : cuda_kernels::neighbours_scatter(in.dtype(), out.raw_data(), in.raw_data(), planes, H, W, stream);
+  GS_CHECK(ok, "{}: expected f32 or f64 on CUDA, got {}", name, in.meta_str());
+  cuda::check_launch(gather ? "neighbours_gather" : "neighbours_scatter", name);
+#else
+  fail("{}: {} needs CUDA, and this gradsphere was built without it", name, in.device());
+#endif
+}
+
 // x (B, C, H, W) -> (B, C, 3, 3, H, W): each output row is a source row rotated by col0 (two copies).
 Tensor neighbours_gather(const Tensor& x) {
   const int64_t B = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), HW = H * W;
   Tensor out = empty({B, C, 3, 3, H, W}, x.dtype(), x.device());
-  if (out.numel() > 0) {
+  if (out.numel() > 0 && kernels::on_cuda(x)) {
+    cuda_neighbours(true, contiguous_copy(x), out, H, W, "sphere_neighbours3x3");
+  } else if (out.numel() > 0) {
     const std::vector<RowSource> src = row_sources(H, W);
     Tensor xc = contiguous_copy(x);
     dispatch_float_complex(x.dtype(), "sphere_neighbours3x3", [&]<typename T>() {
@@ -83,8 +105,11 @@ Tensor neighbours_scatter(const Tensor& g, const Shape& x_sizes) {
   const int64_t B = x_sizes[0], C = x_sizes[1], H = x_sizes[2], W = x_sizes[3], HW = H * W;
   GS_CHECK(g.sizes() == Shape({B, C, 3, 3, H, W}), "sphere_neighbours3x3 backward: expected a gradient {}, got {}",
            shape_str({B, C, 3, 3, H, W}), g.meta_str());
-  Tensor out = zeros(x_sizes, g.dtype(), g.device());
-  if (out.numel() > 0) {
+  const bool on_cuda = kernels::on_cuda(g);
+  Tensor out = on_cuda ? empty(x_sizes, g.dtype(), g.device()) : zeros(x_sizes, g.dtype(), g.device());
+  if (out.numel() > 0 && on_cuda) {
+    cuda_neighbours(false, contiguous_copy(g), out, H, W, "sphere_neighbours3x3_backward");
+  } else if (out.numel() > 0) {
     const std::vector<RowSource> src = row_sources(H, W);
     Tensor gc = contiguous_copy(g);
     dispatch_float_complex(g.dtype(), "sphere_neighbours3x3_backward", [&]<typename T>() {
@@ -117,14 +142,11 @@ GridPoint sphere_neighbour_index(int64_t h, int64_t w, int64_t dh, int64_t dw, i
            "(dh, dw) = ({}, {}), (h, w) = ({}, {})",
            H, W, k, dh, dw, h, w);
   GS_CHECK(W % 2 == 0, "sphere_neighbour_index: expected an even number of longitudes W, got {}", W);
-  const int64_t half = k / 2;
-  int64_t r = h + dh - half, c = w + dw - half;
+  const int64_t r = h + dh - k / 2;
   GS_CHECK(r >= -H && r < 2 * H, "sphere_neighbour_index: a {}x{} stencil reaches past both poles of a grid of {} rows",
            k, k, H);
-  if (r < 0) r = -1 - r, c += W / 2;                 // over the north pole
-  else if (r >= H) r = 2 * H - 1 - r, c += W / 2;    // over the south pole
-  c = ((c % W) + W) % W;
-  return {r, c};
+  const neighbours::Source s = neighbours::source(h, w, dh, dw, H, W, k);
+  return {s.row, s.col};
 }
 
 Tensor conv1x1(const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -138,7 +160,6 @@ Tensor conv1x1(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 Tensor sphere_neighbours3x3(const Tensor& x) {
   check_field(x, "sphere_neighbours3x3");
-  kernels::check_cpu(x, "sphere_neighbours3x3");
   check_even_lon(x, "sphere_neighbours3x3");
   return neighbours_gather(x);
 }
@@ -146,7 +167,6 @@ Tensor sphere_neighbours3x3(const Tensor& x) {
 Tensor local_conv3x3(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const char* op = "local_conv3x3";
   check_field(x, op);
-  kernels::check_cpu(x, op);
   check_even_lon(x, op);
   const int64_t B = x.size(0), Cin = x.size(1), H = x.size(2), W = x.size(3);
   const int64_t Cout = check_conv_params(x, weight, bias, 3, op);
@@ -156,7 +176,7 @@ Tensor local_conv3x3(const Tensor& x, const Tensor& weight, const Tensor& bias) 
 }
 
 namespace {
-// conv1x1 is matmul and add, so it runs wherever they do; the 3x3 gather has a CPU kernel only.
+// conv1x1 is matmul and add, so it runs wherever they do.
 const OpRegistrar composed{
     {"conv1x1",
      [](RandomKey k) {
@@ -166,7 +186,7 @@ const OpRegistrar composed{
      },
      [](const V& x) { return V{conv1x1(x[0], x[1], x.size() > 2 ? x[2] : Tensor())}; }},
 };
-const OpRegistrar registrar{kSphereCudaPending, {
+const OpRegistrar registrar{{
     {"local_conv3x3",
      [](RandomKey k) {
        return std::vector<OpSample>{

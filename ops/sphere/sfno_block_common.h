@@ -12,7 +12,7 @@
 
 namespace gs::sphere::detail {
 
-// x must be a real (B, C, H, W) field on the CPU.
+// x must be a real (B, C, H, W) field.
 void check_field(const Tensor& x, const char* op, const char* what = "x (B, C, H, W)");
 void check_eps(double eps, const char* op);
 // An optional per-channel parameter (C) with x's dtype; undefined stays undefined.

@@ -13,7 +13,8 @@
 //
 // Kernels: legendre_table_kernels.h streams a cached table (legendre_cache.h); for few fields and
 // large lmax, legendre_recurrence.h computes the same contractions with Pbar_l^m generated on the
-// fly instead (contract() picks the path per call).
+// fly instead (contract() picks the path per call). On CUDA, legendre_gemm.h: batched GEMMs with
+// the same table values written out dense.
 #include "ops/sphere/sht.h"
 
 
@@ -29,6 +30,7 @@
 #include "ops/shape_ops.h"
 #include "ops/sphere/fft.h"
 #include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/legendre_gemm.h"
 #include "ops/sphere/legendre_recurrence.h"
 #include "ops/sphere/legendre_table_kernels.h"
 #include "ops/sphere/sht_common.h"
@@ -61,10 +63,15 @@ Tensor contract(const Tensor& x, const LegendreTableKey& key, Direction dir,
   out_sizes.push_back(rows_out);
   out_sizes.push_back(key.order_count());
   Tensor out = empty(out_sizes, x.dtype(), x.device());
-  const bool fly = use_recurrence(key, batch);
+  // On CUDA the contraction is a batched GEMM with the dense table (legendre_gemm.h).
+  const bool gemm = kernels::composite_path(x);
+  const bool fly = !gemm && use_recurrence(key, batch);
   std::shared_ptr<const LegendreTable> tab;
   if (!fly) tab = held ? std::move(held) : legendre_table_cached(key);
-  if (out.numel() > 0) {
+  const Tensor dense = gemm ? detail::dense_legendre_table(tab, x.device()) : Tensor();
+  if (out.numel() > 0 && gemm) {
+    out = detail::legendre_contract_gemm(x, dense, dir == Direction::to_degree);
+  } else if (out.numel() > 0) {
     const Tensor xc = contiguous_copy(x);
     dispatch_float(key.dtype, op_name(key.kind, dir), [&]<typename T>() {
       const std::complex<T>* in = xc.data<std::complex<T>>();
@@ -81,7 +88,7 @@ Tensor contract(const Tensor& x, const LegendreTableKey& key, Direction dir,
   }
   if (should_record({x})) {
     if (tab)
-      record_op(op_name(key.kind, dir), {x}, {&out}, {tab->values}, {},
+      record_op(op_name(key.kind, dir), {x}, {&out}, {gemm ? dense : tab->values}, {},
                 [tab, key, dir](BackwardContext& ctx, const std::vector<Tensor>& g) {
                   ctx.saved(0);  // throws if the table was overwritten since forward
                   return std::vector<Tensor>{contract(g[0], key, flip(dir), tab)};
@@ -95,12 +102,11 @@ Tensor contract(const Tensor& x, const LegendreTableKey& key, Direction dir,
   return out;
 }
 
-// x must be (..., rows, mmax) complex on the CPU (any number of columns when `any_columns`: a
+// x must be (..., rows, mmax) complex (any number of columns when `any_columns`: a
 // block of the orders).
 void check_spectral_input(const Tensor& x, const char* op, const char* what, const char* rows_name, int64_t rows,
                           const ShtSpec& spec, bool any_columns = false) {
   kernels::check_defined(x, op);
-  kernels::check_cpu(x, op);
   GS_CHECK(is_complex(x.dtype()) && x.dim() >= 2 && x.size(-2) == rows && (any_columns || x.size(-1) == spec.mmax),
            "{}: expected {} of shape (..., {} = {}, {}) with dtype c64 or c128 for {}, got {}", op, what, rows_name,
            rows, any_columns ? std::string("orders") : fmt::format("mmax = {}", spec.mmax), spec.str(),
@@ -160,7 +166,6 @@ Tensor legendre_synthesis_orders(const Tensor& coeffs, const ShtSpec& spec, int6
 Tensor sht(const Tensor& x, const ShtSpec& spec) {
   check_spec(spec, "sht", true);
   kernels::check_defined(x, "sht");
-  kernels::check_cpu(x, "sht");
   GS_CHECK(is_floating(x.dtype()),
            "sht: expected a real field (f32 or f64) of shape (..., nlat = {}, nlon = {}), got {}; the SHT here "
            "is the real transform (transform the real and imaginary parts of a complex field separately)",
@@ -212,7 +217,7 @@ using V = std::vector<Tensor>;
 using detail::lmax_of, detail::mmax_of, detail::nlat_of, detail::nlon_of, detail::sample_spec_by_coeff_shape,
     detail::sample_spec_by_grid_shape, detail::sht_samples;
 
-const OpRegistrar registrar{kSphereCudaPending, {
+const OpRegistrar registrar{{
     {"legendre_analysis",
      [](RandomKey k) { return sht_samples(k, DType::c128, false, nlat_of, mmax_of); },
      [](const V& x) { return V{legendre_analysis(x[0], sample_spec_by_grid_shape(x[0]))}; }},

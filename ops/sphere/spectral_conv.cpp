@@ -14,6 +14,7 @@
 //   weight_grad:  grad_x = adjoint(g, G)       grad_g = contract(x, G)
 //
 // The adjoint reads w in place (no conjugated or transposed copy of a large diagonal weight).
+// On CUDA the three contractions are batched GEMMs (spectral_conv_gemm.h), recorded the same way.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // Eigen's GEMM under -march=native (see linalg.cpp)
 #endif
@@ -29,6 +30,7 @@
 #include "ops/complex_ops.h"
 #include "ops/kernels.h"
 #include "ops/registry.h"
+#include "ops/sphere/spectral_conv_gemm.h"
 #include "ops/view.h"
 
 namespace gs::sphere {
@@ -177,7 +179,7 @@ void diagonal_weight_grad_kernel(T* gw, const T* x, const T* g, const Dims& d) {
 // ---- shape and dtype checks
 
 
-// x must be a complex (B, C, L, M) tensor on the CPU.
+// x must be a complex (B, C, L, M) tensor.
 void check_coefficients(const Tensor& x, const char* op, const char* what) {
   GS_CHECK(x.defined(), "{}: {} is an undefined tensor", op, what);
   GS_CHECK(is_complex(x.dtype()),
@@ -185,7 +187,6 @@ void check_coefficients(const Tensor& x, const char* op, const char* what) {
            "complex with gs::to(t, DType::c64) or gs::complex(re, im))",
            op, what, x.meta_str());
   GS_CHECK(x.dim() == 4, "{}: expected {} of 4 dims (B, C, lmax, mmax), got {}", op, what, x.meta_str());
-  kernels::check_cpu(x, op);
 }
 
 Shape weight_shape(int64_t I, int64_t O, int64_t L, int64_t M, SpectralOperator op) {
@@ -234,7 +235,9 @@ Tensor apply_op(const Tensor& x, const Tensor& w, SpectralOperator op, bool adjo
   check_weight(x, w, op, kind);
   const Dims d{x.size(0), w.size(0), w.size(1), x.size(2), x.size(3)};
   Tensor y = empty({d.B, adjoint ? d.I : d.O, d.L, d.M}, x.dtype(), x.device());
-  if (y.numel() > 0) {
+  if (y.numel() > 0 && kernels::composite_path(x)) {
+    y = detail::spectral_apply_gemm(x, w, op, adjoint);
+  } else if (y.numel() > 0) {
     Tensor xc = contiguous_copy(x), wc = contiguous_copy(w);
     dispatch_float_complex(x.dtype(), op_name(op, kind), [&]<typename T>() {
       if constexpr (is_complex_v<T>) {
@@ -265,7 +268,9 @@ Tensor weight_grad_op(const Tensor& x, const Tensor& g, SpectralOperator op) {
   check_weight_grad_operands(x, g, op);
   const Dims d{x.size(0), x.size(1), g.size(1), x.size(2), x.size(3)};
   Tensor gw = empty(weight_shape(d.I, d.O, d.L, d.M, op), x.dtype(), x.device());
-  if (gw.numel() > 0) {
+  if (gw.numel() > 0 && kernels::composite_path(x)) {
+    gw = detail::spectral_weight_grad_gemm(x, g, op);
+  } else if (gw.numel() > 0) {
     Tensor xc = contiguous_copy(x), gc = contiguous_copy(g);
     dispatch_float_complex(x.dtype(), op_name(op, Kind::weight_grad), [&]<typename T>() {
       if constexpr (is_complex_v<T>) {
@@ -313,7 +318,7 @@ using V = std::vector<Tensor>;
 RandomKey sub_key(RandomKey k, uint64_t s) { return {k.seed, k.stream * 100 + s}; }
 constexpr DType z = DType::c128;
 
-const OpRegistrar registrar{kSphereCudaPending, {
+const OpRegistrar registrar{{
     {"spectral_conv_dh",
      [](RandomKey k) {
        return std::vector<OpSample>{

@@ -2,7 +2,8 @@
 // normalise and per-channel affine in one kernel; backward in one kernel too). Its backward rule
 // runs the fused backward kernel for a plain backward, and the same formula written with
 // differentiable ops when a graph of the gradient is asked for (create_graph), so double backward
-// works. The composite version was ~7x slower than the fused kernels (forward and backward).
+// works. The composite version was ~7x slower than the fused kernels (forward and backward); it is
+// the CUDA path (forward and backward) until fused CUDA norms land (the next issue).
 // conditional_layer_norm: the fused normalisation, then elementwise ops for the modulation.
 #include <cmath>
 #include <string>
@@ -183,29 +184,50 @@ void norm_backward_kernel(const NormPlan& pl, const T* x, const T* g, const T* w
   });
 }
 
-// The per-point weights a as a tensor that broadcasts against (B, C, H, W): a 0-dim 1/C or 1/(HW),
-// or (H, 1) rows.
-Tensor point_weights(const NormPlan& pl, DType dtype) {
-  if (pl.axis == NormAxis::channels) return full({}, 1.0 / static_cast<double>(pl.C), dtype);
+// The per-point weights a as a tensor on `device` that broadcasts against (B, C, H, W): a 0-dim
+// 1/C or 1/(HW), or (H, 1) rows.
+Tensor point_weights(const NormPlan& pl, DType dtype, Device device) {
+  if (pl.axis == NormAxis::channels) return full({}, 1.0 / static_cast<double>(pl.C), dtype, device);
   bool uniform = true;
   for (double a : pl.row_weight) uniform &= a == pl.row_weight[0];
-  if (uniform) return full({}, pl.row_weight[0], dtype);
-  return to(from_vector(pl.row_weight, {pl.H, 1}), dtype);
+  if (uniform) return full({}, pl.row_weight[0], dtype, device);
+  const Tensor rows = to(from_vector(pl.row_weight, {pl.H, 1}), dtype);
+  return device.is_cpu() ? rows : to(rows, device);
 }
 
 std::vector<int64_t> group_dims(const NormPlan& pl) {
   return pl.axis == NormAxis::channels ? std::vector<int64_t>{1} : std::vector<int64_t>{2, 3};
 }
 
-// The backward formula as differentiable ops, statistics recomputed from x (used under create_graph).
-std::vector<Tensor> norm_backward_ops(const NormPlan& pl, const Tensor& x, const Tensor& weight, const Tensor& g,
-                                      bool need_x, bool need_w, bool need_b) {
+// xh = (x - mean) r and r = (var + eps)^-1/2 as differentiable ops in x's dtype, with the point
+// weights a they were taken with.
+struct NormalizedOps {
+  Tensor a, r, xh;
+};
+NormalizedOps normalized_ops(const NormPlan& pl, const Tensor& x) {
   const auto dims = group_dims(pl);
-  Tensor a = point_weights(pl, x.dtype());
+  Tensor a = point_weights(pl, x.dtype(), x.device());
   auto wmean = [&](const Tensor& t) { return sum(mul(t, a), dims, true); };
   Tensor xc = sub(x, wmean(x));
   Tensor r = rsqrt(add(wmean(mul(xc, xc)), pl.eps));
-  Tensor xh = mul(xc, r);
+  return {a, r, mul(xc, r)};
+}
+
+// The forward as tensor ops, not recorded: the path on CUDA, where there is no fused kernel yet.
+Tensor norm_forward_ops(const NormPlan& pl, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  NoGradGuard no_grad;
+  Tensor y = normalized_ops(pl, x).xh;
+  if (weight.defined()) y = mul(y, reshape(weight, {1, pl.C, 1, 1}));
+  if (bias.defined()) y = add(y, reshape(bias, {1, pl.C, 1, 1}));
+  return kernels::own_result(contiguous_copy(y, true));
+}
+
+// The backward formula as differentiable ops, statistics recomputed from x (used under create_graph,
+// and on CUDA).
+std::vector<Tensor> norm_backward_ops(const NormPlan& pl, const Tensor& x, const Tensor& weight, const Tensor& g,
+                                      bool need_x, bool need_w, bool need_b) {
+  const auto dims = group_dims(pl);
+  const auto [a, r, xh] = normalized_ops(pl, x);
   Tensor gx, gw, gb;
   if (need_x) {
     Tensor gh = weight.defined() ? mul(g, reshape(weight, {1, pl.C, 1, 1})) : g;
@@ -246,8 +268,13 @@ Tensor fused_norm(const NormPlan& pl, const Tensor& x, const Tensor& weight, con
   const int64_t P = pl.H * pl.W;
   Tensor y = empty(x.sizes(), x.dtype(), x.device());
   Shape stat_sizes = pl.axis == NormAxis::channels ? Shape{pl.B, 1, pl.H, pl.W} : Shape{pl.B, pl.C, 1, 1};
-  Tensor mean = empty(stat_sizes, DType::f64, x.device()), rstd = empty(stat_sizes, DType::f64, x.device());
-  if (x.numel() > 0 && P > 0) {
+  // On CUDA the forward and backward are tensor ops (the fused kernels are CPU code): no statistics kept.
+  const bool ops_path = kernels::composite_path(x);
+  Tensor mean = ops_path ? Tensor() : empty(stat_sizes, DType::f64, x.device());
+  Tensor rstd = ops_path ? Tensor() : empty(stat_sizes, DType::f64, x.device());
+  if (x.numel() > 0 && P > 0 && ops_path) {
+    y = norm_forward_ops(pl, x, weight, bias);
+  } else if (x.numel() > 0 && P > 0) {
     Tensor xc = contiguous_copy(x);
     Tensor wc = weight.defined() ? contiguous_copy(weight) : Tensor(), bc = bias.defined() ? contiguous_copy(bias) : Tensor();
     dispatch_float(x.dtype(), pl.name, [&]<typename T>() {
@@ -257,9 +284,9 @@ Tensor fused_norm(const NormPlan& pl, const Tensor& x, const Tensor& weight, con
   }
   if (should_record({x, weight, bias})) {
     record_op(pl.name, {x, weight, bias}, {&y}, {x, weight, mean, rstd}, {},
-              [pl](BackwardContext& ctx, const std::vector<Tensor>& g) {
+              [pl, ops_path](BackwardContext& ctx, const std::vector<Tensor>& g) {
                 const bool nx = ctx.needs_input_grad(0), nw = ctx.needs_input_grad(1), nb = ctx.needs_input_grad(2);
-                if (GradMode::enabled()) return norm_backward_ops(pl, ctx.saved(0), ctx.saved(1), g[0], nx, nw, nb);
+                if (GradMode::enabled() || ops_path) return norm_backward_ops(pl, ctx.saved(0), ctx.saved(1), g[0], nx, nw, nb);
                 return norm_backward_fused(pl, ctx.saved(0), ctx.saved(1), g[0], ctx.saved(2), ctx.saved(3), nx, nw, nb);
               });
   }
@@ -275,7 +302,6 @@ NormPlan plan_for(const Tensor& x, NormAxis axis, double eps, const char* name) 
 Tensor layer_norm_channels(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   const char* op = "layer_norm_channels";
   check_field(x, op);
-  kernels::check_cpu(x, op);  // the fused norm kernels are CPU code
   check_eps(eps, op);
   Tensor w = channel_param(weight, x, op, "the weight (C)"), b = channel_param(bias, x, op, "the bias (C)");
   return fused_norm(plan_for(x, NormAxis::channels, eps, op), x, w, b);
@@ -285,7 +311,6 @@ Tensor instance_norm_sphere(const Tensor& x, const Tensor& weight, const Tensor&
                             const Tensor& quad_weights) {
   const char* op = "instance_norm_sphere";
   check_field(x, op);
-  kernels::check_cpu(x, op);  // the fused norm kernels are CPU code
   check_eps(eps, op);
   Tensor w = channel_param(weight, x, op, "the weight (C)"), b = channel_param(bias, x, op, "the bias (C)");
   NormPlan pl = plan_for(x, NormAxis::grid, eps, op);
@@ -308,7 +333,6 @@ Tensor instance_norm_sphere(const Tensor& x, const Tensor& weight, const Tensor&
 Tensor conditional_layer_norm(const Tensor& x, const Tensor& scale, const Tensor& bias, double eps) {
   const char* op = "conditional_layer_norm";
   check_field(x, op);
-  kernels::check_cpu(x, op);  // the fused norm kernels are CPU code
   check_eps(eps, op);
   auto modulation = [&](const Tensor& t, const char* what) {
     GS_CHECK(t.defined(), "{}: {} is an undefined tensor", op, what);
@@ -327,7 +351,7 @@ Tensor conditional_layer_norm(const Tensor& x, const Tensor& scale, const Tensor
 }
 
 namespace {
-const OpRegistrar registrar{kSphereCudaPending, {
+const OpRegistrar registrar{{
     {"layer_norm_channels",
      [](RandomKey k) {
        return std::vector<OpSample>{

@@ -26,6 +26,7 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/autograd/grad_mode.h"
 #include "engine/autograd/record.h"
 #include "engine/factory.h"
 #include "ops/elementwise.h"
@@ -34,8 +35,10 @@
 #include "ops/shape_ops.h"
 #include "ops/sphere/fft.h"
 #include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/legendre_gemm.h"
 #include "ops/sphere/legendre_table_kernels.h"
 #include "ops/sphere/sht_common.h"
+#include "ops/view.h"
 
 namespace gs::sphere {
 namespace {
@@ -171,6 +174,19 @@ void contract_kernel(Direction dir, const std::complex<T>* in, std::complex<T>* 
   }
 }
 
+// The same combination with tensor ops, for the GEMM path (legendre_gemm.h): pd, pm (..., 2, rows, orders)
+// are the contractions of both components with D and with M.
+Tensor combine_gemm(Direction dir, const Tensor& pd, const Tensor& pm) {
+  NoGradGuard no_grad;
+  const int64_t c = pd.dim() - 3;
+  const Tensor d0 = select(pd, c, 0), d1 = select(pd, c, 1), m0 = select(pm, c, 0), m1 = select(pm, c, 1);
+  const Tensor i = full_complex({}, c128(0, 1), pd.dtype(), pd.device());
+  const bool deg = dir == Direction::to_degree;
+  const Tensor y0 = deg ? sub(d0, mul(i, m1)) : add(d0, mul(i, m1));
+  const Tensor y1 = deg ? sub(neg(mul(i, m0)), d1) : sub(mul(i, m0), d1);
+  return kernels::own_result(stack({y0, y1}, c));
+}
+
 const char* op_name(LegendreTableKind kind, Direction dir) {
   if (kind == LegendreTableKind::analysis)
     return dir == Direction::to_degree ? "vector_legendre_analysis" : "vector_legendre_analysis_backward";
@@ -187,7 +203,13 @@ Tensor contract(const Tensor& x, const std::shared_ptr<const VectorTable>& tab, 
   out_sizes.push_back(rows_out);
   out_sizes.push_back(key.order_count());
   Tensor out = empty(out_sizes, x.dtype(), x.device());
-  if (out.numel() > 0) {
+  const bool gemm = kernels::composite_path(x);
+  const Tensor dense_d = gemm ? detail::dense_legendre_table(tab->d, x.device()) : Tensor();
+  const Tensor dense_m = gemm ? detail::dense_legendre_table(tab->m, x.device()) : Tensor();
+  if (out.numel() > 0 && gemm) {
+    out = combine_gemm(dir, detail::legendre_contract_gemm(x, dense_d, dir == Direction::to_degree),
+                       detail::legendre_contract_gemm(x, dense_m, dir == Direction::to_degree));
+  } else if (out.numel() > 0) {
     const Tensor xc = contiguous_copy(x);
     Tensor pd = empty(out_sizes, x.dtype(), x.device()), pm = empty(out_sizes, x.dtype(), x.device());
     dispatch_float(key.dtype, op_name(key.kind, dir), [&]<typename T>() {
@@ -196,7 +218,8 @@ Tensor contract(const Tensor& x, const std::shared_ptr<const VectorTable>& tab, 
     });
   }
   if (should_record({x}))
-    record_op(op_name(key.kind, dir), {x}, {&out}, {tab->d->values, tab->m->values}, {},
+    record_op(op_name(key.kind, dir), {x}, {&out},
+              {gemm ? dense_d : tab->d->values, gemm ? dense_m : tab->m->values}, {},
               [tab, dir](BackwardContext& ctx, const std::vector<Tensor>& g) {
                 ctx.saved(0);  // throw if a table was overwritten since forward
                 ctx.saved(1);
@@ -205,11 +228,10 @@ Tensor contract(const Tensor& x, const std::shared_ptr<const VectorTable>& tab, 
   return out;
 }
 
-// x must be (..., 2, rows, cols) of a complex (or real) dtype on the CPU.
+// x must be (..., 2, rows, cols) of a complex (or real) dtype.
 void check_vector_input(const Tensor& x, const char* op, const char* what, bool complex_input, const char* rows_name,
                         int64_t rows, const char* cols_name, int64_t cols, const ShtSpec& spec) {
   kernels::check_defined(x, op);
-  kernels::check_cpu(x, op);
   const bool dtype_ok = complex_input ? is_complex(x.dtype()) : is_floating(x.dtype());
   GS_CHECK(dtype_ok && x.dim() >= 3 && x.size(-3) == 2 && x.size(-2) == rows && x.size(-1) == cols,
            "{}: expected {} of shape (..., 2, {} = {}, {} = {}) with dtype {} for {}, got {}", op, what, rows_name,
@@ -218,18 +240,18 @@ void check_vector_input(const Tensor& x, const char* op, const char* what, bool 
 
 void check_scalar_coeffs(const Tensor& c, const char* op) {
   kernels::check_defined(c, op);
-  kernels::check_cpu(c, op);
   GS_CHECK(is_complex(c.dtype()) && c.dim() >= 2,
            "{}: expected spectral coefficients of shape (..., lmax, mmax) with dtype c64 or c128, got {}", op,
            c.meta_str());
 }
 
-// A constant (lmax, 1) tensor of `dtype` (complex) holding f(l): broadcasts over (..., lmax, mmax).
+// A constant (lmax, 1) tensor of `dtype` (complex) on `device` holding f(l): broadcasts over (..., lmax, mmax).
 template <typename F>
-Tensor degree_factor(int64_t lmax, DType dtype, F f) {
+Tensor degree_factor(int64_t lmax, DType dtype, Device device, F f) {
   std::vector<c128> v(static_cast<size_t>(lmax));
   for (int64_t l = 0; l < lmax; ++l) v[static_cast<size_t>(l)] = c128(f(static_cast<double>(l)), 0.0);
-  return cast_copy(from_vector(v, Shape{lmax, 1}), dtype);
+  const Tensor t = cast_copy(from_vector(v, Shape{lmax, 1}), dtype);
+  return device.is_cpu() ? t : to(t, device);
 }
 
 void check_radius(double radius, const char* op) {
@@ -296,7 +318,7 @@ Tensor vorticity_divergence(const Tensor& uv, const ShtSpec& spec, double radius
   check_vector_input(uv, "vorticity_divergence", "winds (u eastward, v northward)", false, "nlat", spec.nlat, "nlon",
                      spec.nlon, spec);
   const Tensor c = vector_sht(uv, spec);
-  return mul(c, degree_factor(spec.lmax, c.dtype(), [&](double l) { return -l * (l + 1) / radius; }));
+  return mul(c, degree_factor(spec.lmax, c.dtype(), c.device(), [&](double l) { return -l * (l + 1) / radius; }));
 }
 
 Tensor winds_from_vorticity_divergence(const Tensor& vd, const ShtSpec& spec, double radius) {
@@ -304,20 +326,20 @@ Tensor winds_from_vorticity_divergence(const Tensor& vd, const ShtSpec& spec, do
   check_radius(radius, op);
   check_spec(spec, op, false);
   check_vector_input(vd, op, "spectral vorticity and divergence", true, "lmax", spec.lmax, "mmax", spec.mmax, spec);
-  const Tensor f = degree_factor(spec.lmax, vd.dtype(), [&](double l) { return l == 0 ? 0.0 : -radius / (l * (l + 1)); });
+  const Tensor f = degree_factor(spec.lmax, vd.dtype(), vd.device(), [&](double l) { return l == 0 ? 0.0 : -radius / (l * (l + 1)); });
   return ivector_sht(mul(vd, f), spec);
 }
 
 Tensor spectral_laplacian(const Tensor& c, double radius) {
   check_radius(radius, "spectral_laplacian");
   check_scalar_coeffs(c, "spectral_laplacian");
-  return mul(c, degree_factor(c.size(-2), c.dtype(), [&](double l) { return -l * (l + 1) / (radius * radius); }));
+  return mul(c, degree_factor(c.size(-2), c.dtype(), c.device(), [&](double l) { return -l * (l + 1) / (radius * radius); }));
 }
 
 Tensor inverse_spectral_laplacian(const Tensor& c, double radius) {
   check_radius(radius, "inverse_spectral_laplacian");
   check_scalar_coeffs(c, "inverse_spectral_laplacian");
-  return mul(c, degree_factor(c.size(-2), c.dtype(),
+  return mul(c, degree_factor(c.size(-2), c.dtype(), c.device(),
                               [&](double l) { return l == 0 ? 0.0 : -radius * radius / (l * (l + 1)); }));
 }
 
@@ -329,7 +351,7 @@ Tensor spectral_gradient(const Tensor& c, const ShtSpec& spec, double radius) {
   GS_CHECK(c.size(-2) == spec.lmax && c.size(-1) == spec.mmax,
            "{}: expected spectral coefficients of shape (..., lmax = {}, mmax = {}) for {}, got {}", op, spec.lmax,
            spec.mmax, spec.str(), c.meta_str());
-  const Tensor t = mul(c, degree_factor(spec.lmax, c.dtype(), [&](double) { return 1.0 / radius; }));
+  const Tensor t = mul(c, degree_factor(spec.lmax, c.dtype(), c.device(), [&](double) { return 1.0 / radius; }));
   return ivector_sht(stack({zeros_like(c), t}, c.dim() - 2), spec);
 }
 
@@ -346,7 +368,7 @@ using V = std::vector<Tensor>;
 using detail::lmax_of, detail::mmax_of, detail::nlat_of, detail::nlon_of, detail::sample_spec_by_coeff_shape,
     detail::sample_spec_by_grid_shape, detail::sht_samples;
 
-const OpRegistrar registrar{kSphereCudaPending, {
+const OpRegistrar registrar{{
     {"vector_legendre_analysis", [](RandomKey k) { return sht_samples(k, DType::c128, true, nlat_of, mmax_of); },
      [](const V& x) { return V{vector_legendre_analysis(x[0], sample_spec_by_grid_shape(x[0]))}; }},
     {"vector_legendre_synthesis", [](RandomKey k) { return sht_samples(k, DType::c128, true, lmax_of, mmax_of); },

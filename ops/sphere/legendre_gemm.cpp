@@ -1,0 +1,93 @@
+// Dense Legendre tables and the GEMM form of the contractions (legendre_gemm.h).
+#include "ops/sphere/legendre_gemm.h"
+
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/factory.h"
+#include "ops/complex_ops.h"
+#include "ops/kernels.h"
+#include "ops/linalg.h"
+#include "ops/view.h"
+
+namespace gs::sphere::detail {
+namespace {
+
+template <typename T>
+std::vector<T> dense_values(const LegendreTable& tab) {
+  const LegendreTableKey& k = tab.key;
+  const int64_t M = k.order_count(), L = k.lmax, N = k.nlat;
+  std::vector<T> dense(static_cast<size_t>(M * L * N), T(0));
+  const T* v = tab.values.data<T>();
+  for (int64_t mi = 0; mi < M; ++mi) {
+    const int64_t m = k.m_begin + mi;
+    for (int64_t l = m; l < L; ++l) {
+      // T(-x) = (-1)^{l-m} T(x) for parity 0, the opposite sign for parity 1.
+      const T mirror = T(((l - m) % 2 == 0) == (tab.parity == 0) ? 1 : -1);
+      T* row = dense.data() + (mi * L + l) * N;
+      for (int64_t j = 0; j < tab.n_even; ++j) {
+        const int64_t idx = tab.index(m, l, j);
+        if (idx < 0) continue;
+        row[j] = v[idx];
+        if (N - 1 - j != j) row[N - 1 - j] = mirror * v[idx];
+      }
+    }
+  }
+  return dense;
+}
+
+struct DenseEntry {
+  std::weak_ptr<const LegendreTable> table;
+  Tensor dense;
+};
+
+}  // namespace
+
+Tensor dense_legendre_table(const std::shared_ptr<const LegendreTable>& tab, Device device) {
+  static std::mutex mutex;
+  static std::map<std::pair<const LegendreTable*, int>, DenseEntry> cache;  // device index, -1: the CPU
+  std::lock_guard<std::mutex> lock(mutex);
+  // Entries whose table is gone (clear_legendre_cache and no graph holding it) are dropped, so
+  // their device memory goes back to the allocator and a new table at the same address is not
+  // mistaken for the old one.
+  std::erase_if(cache, [](const auto& e) { return e.second.table.expired(); });
+  const auto key = std::make_pair(tab.get(), device.is_cpu() ? -1 : device.index);
+  if (auto it = cache.find(key); it != cache.end()) return it->second.dense;
+  const LegendreTableKey& k = tab->key;
+  Tensor host;
+  dispatch_float(k.dtype, "dense Legendre table", [&]<typename T>() {
+    host = from_vector(dense_values<T>(*tab), Shape{k.order_count(), k.lmax, k.nlat});
+  });
+  Tensor dense = device.is_cpu() ? host : to(host, device);
+  dense.storage()->set_read_only("the dense Legendre table (" + k.str() +
+                                 ") is a cached constant shared by every transform with this spec");
+  cache[key] = {tab, dense};
+  return dense;
+}
+
+Tensor legendre_contract_gemm(const Tensor& x, const Tensor& dense, bool to_degree) {
+  NoGradGuard no_grad;
+  const int64_t M = dense.size(0), L = dense.size(1), N = dense.size(2);
+  const int64_t rows_in = to_degree ? N : L, rows_out = to_degree ? L : N;
+  GS_CHECK(is_complex(x.dtype()) && real_dtype(x.dtype()) == dense.dtype() && x.dim() >= 2 &&
+               x.size(-2) == rows_in && x.size(-1) == M,
+           "legendre_contract_gemm: expected x (..., {}, {}) of the complex dtype of the {} table, got {}", rows_in,
+           M, dtype_name(dense.dtype()), x.meta_str());
+  kernels::check_same_device(x, dense, "legendre_contract_gemm");
+  Shape out_sizes(x.sizes().begin(), x.sizes().end() - 2);
+  const int64_t B = numel_of(out_sizes);
+  out_sizes.push_back(rows_out);
+  out_sizes.push_back(M);
+  // Per order m: out_m (rows_out, 2B) = T_m (or T_m^T) @ x_m (rows_in, 2B), the real and imaginary
+  // parts of the B fields as 2B real columns.
+  const Tensor cols = reshape(contiguous(permute(view_as_real(reshape(x, {B, rows_in, M})), {2, 1, 0, 3})),
+                              {M, rows_in, 2 * B});
+  const Tensor prod = matmul(to_degree ? dense : transpose(dense, 1, 2), cols);  // (M, rows_out, 2B)
+  const Tensor back = contiguous(permute(reshape(prod, {M, rows_out, B, 2}), {2, 1, 0, 3}));
+  return kernels::own_result(reshape(contiguous_copy(view_as_complex(back), true), out_sizes));
+}
+
+}  // namespace gs::sphere::detail
