@@ -38,13 +38,6 @@ void check_cpu(const Tensor& t, const char* op) {
 
 bool on_cuda(const Tensor& t) { return t.defined() && t.device().type == DeviceType::cuda; }
 
-namespace {
-thread_local bool composite_on_cpu = false;
-}  // namespace
-
-bool composite_path(const Tensor& t) { return on_cuda(t) || (composite_on_cpu && t.defined()); }
-CompositePathsOnCpu::CompositePathsOnCpu() : prev_(composite_on_cpu) { composite_on_cpu = true; }
-CompositePathsOnCpu::~CompositePathsOnCpu() { composite_on_cpu = prev_; }
 
 void* cuda_stream(const Tensor& t, const char* op) {
   cuda::require_device(t.device(), op);
@@ -151,3 +144,14 @@ void cuda_gelu_bias_backward(const Tensor& out, const Tensor& x, const Tensor& b
 }
 
 }  // namespace gs::kernels
+
+namespace gs {
+namespace {
+thread_local bool composite_on_cpu = false;
+}  // namespace
+
+bool composite_path(const Tensor& t) { return kernels::on_cuda(t) || (composite_on_cpu && t.defined()); }
+CompositePathsOnCpu::CompositePathsOnCpu() : prev_(composite_on_cpu) { composite_on_cpu = true; }
+CompositePathsOnCpu::~CompositePathsOnCpu() { composite_on_cpu = prev_; }
+
+}  // namespace gs

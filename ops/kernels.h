@@ -7,6 +7,7 @@
 
 #include "engine/strided_loop.h"
 #include "engine/tensor.h"
+#include "ops/composite_path.h"
 #include "ops/elementwise_math.h"
 
 namespace gs::kernels {
@@ -26,20 +27,6 @@ void check_cpu(const Tensor& t, const char* op);
 // CUDA device: `out` is the op's fresh contiguous output, the operands broadcast to its shape.
 // Each throws naming `op` when the device is unusable or the dtype has no kernel.
 bool on_cuda(const Tensor& t);
-// Ops with a native CPU kernel and, on CUDA, a composite of device-generic ops (the sphere ops until
-// their CUDA kernels land: batched GEMMs, tensor-op norms) take the composite when this is true: on
-// CUDA, and on the CPU inside a CompositePathsOnCpu scope, so the CPU suites run those paths too.
-bool composite_path(const Tensor& t);
-class CompositePathsOnCpu {  // for tests: this thread's ops take their composite paths on the CPU
- public:
-  CompositePathsOnCpu();
-  ~CompositePathsOnCpu();
-  CompositePathsOnCpu(const CompositePathsOnCpu&) = delete;
-  CompositePathsOnCpu& operator=(const CompositePathsOnCpu&) = delete;
-
- private:
-  bool prev_;
-};
 void cuda_unary(math::UnaryCode code, double param, const Tensor& out, const Tensor& a, const char* op);
 void cuda_binary(math::BinaryCode code, const Tensor& out, const Tensor& a, const Tensor& b, const char* op);
 void cuda_compare(math::CompareCode code, const Tensor& out, const Tensor& a, const Tensor& b, const char* op);

@@ -11,8 +11,11 @@
 #                                  everything under $OUT: nvidia-smi, the engine and ops suites (the
 #                                  registry walk on CUDA: each op in f64 and f32 against the CPU,
 #                                  gradcheck and gradgradcheck in f64), `gradsphere gradcheck
-#                                  --device cuda` and `gradsphere bench engine --device cuda`.
-# Each step's exit status is in $OUT/summary.txt; the run exits non-zero if any step failed.
+#                                  --device cuda`, `gradsphere bench engine --device cuda` and a tiny
+#                                  `gradsphere train --device cuda` beside the same run on the CPU.
+# Each step's exit status is in $OUT/summary.txt, the logs in $OUT/logs.tar.gz; the run exits
+# non-zero if any step failed. Run it with the device tool's timeout_s = 580 (the steps' limits
+# add up to 8.5 minutes).
 set -uo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
@@ -41,7 +44,10 @@ pack() {
 }
 
 run() {
-  local out="${OUT:?gpu_check run: set OUT to the folder for the results}"
+  local results="${OUT:?gpu_check run: set OUT to the folder for the results}"
+  # The device tool returns at most 8 files: the logs travel as one archive beside the summary.
+  local out=/tmp/gs-gpu-logs
+  rm -rf "$out" && mkdir -p "$out"
   local cuda_lib
   for cuda_lib in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
     [[ -e "$cuda_lib/libcublas.so.13" ]] && break
@@ -55,7 +61,7 @@ run() {
     mkdir -p "$(dirname "$source_root")" && ln -s "$PWD" "$source_root"
   fi
   local status=0
-  step() {  # step NAME COMMAND...: output to $OUT/NAME.log, exit status to the summary
+  step() {  # step NAME COMMAND...: output to NAME.log, exit status to the summary
     local name="$1"; shift
     local t0=$SECONDS
     "$@" > "$out/$name.log" 2>&1
@@ -64,10 +70,20 @@ run() {
     (( rc == 0 )) || status=1
   }
   step nvidia-smi nvidia-smi
-  step test_engine timeout 300 "$stage/bin/test_engine"
-  step test_ops timeout 400 "$stage/bin/test_ops"
-  step gradcheck timeout 300 "$stage/bin/gradsphere" gradcheck --device cuda
-  step bench_engine timeout 300 "$stage/bin/gradsphere" bench engine --device cuda
+  # Limits that keep the whole run under 9 minutes: one device-tool command may run 10, and a
+  # session has 15 minutes of device time in all, the machine's start included.
+  step test_engine timeout 60 "$stage/bin/test_engine"
+  step test_ops timeout 150 "$stage/bin/test_ops"
+  step gradcheck timeout 100 "$stage/bin/gradsphere" gradcheck --device cuda
+  step bench_engine timeout 80 "$stage/bin/gradsphere" bench engine --device cuda
+  # The tiny training run of tests/tools/train_cli_test.sh on the GPU and on the CPU: the skill
+  # tables (train_*.log) should agree to f32 rounding of the trajectory.
+  step train_cuda timeout 60 "$stage/bin/gradsphere" train tests/tools/tiny.yaml --out /tmp/gs-train-cuda --overwrite --device cuda
+  step train_cpu timeout 60 "$stage/bin/gradsphere" train tests/tools/tiny.yaml --out /tmp/gs-train-cpu --overwrite
+  cp /tmp/gs-train-cuda/metrics.csv "$out/train_cuda_metrics.csv" 2>/dev/null
+  cp /tmp/gs-train-cpu/metrics.csv "$out/train_cpu_metrics.csv" 2>/dev/null
+  cp "$out/summary.txt" "$results/summary.txt"
+  tar -C "$out" -czf "$results/logs.tar.gz" .
   return $status
 }
 

@@ -2,6 +2,7 @@
 // the northern nodes only (the southern ones are their mirror images), one order per task so the
 // build runs on every core and never holds more than one f64 block per thread.
 #include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/legendre_gemm.h"
 
 #include <omp.h>
 
@@ -313,7 +314,7 @@ size_t clear_legendre_cache() {
   }
   size_t bytes = 0;
   for (const auto& [key, future] : dropped) bytes += bytes_of(future);  // waits for builds in flight
-  return bytes;
+  return bytes + detail::clear_dense_legendre_tables();  // their dense copies (the GEMM path's) too
 }
 
 }  // namespace gs::sphere

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/cuda_runtime.h"
 #include "engine/factory.h"
 #include "ops/complex_ops.h"
 #include "ops/kernels.h"
@@ -46,26 +47,53 @@ struct DenseEntry {
 
 }  // namespace
 
+namespace {
+
+struct DenseCache {
+  std::mutex mutex;
+  std::map<std::pair<const LegendreTable*, int>, DenseEntry> entries;  // device index, -1: the CPU
+};
+DenseCache& dense_cache() {
+  static DenseCache c;
+  return c;
+}
+
+}  // namespace
+
 Tensor dense_legendre_table(const std::shared_ptr<const LegendreTable>& tab, Device device) {
-  static std::mutex mutex;
-  static std::map<std::pair<const LegendreTable*, int>, DenseEntry> cache;  // device index, -1: the CPU
-  std::lock_guard<std::mutex> lock(mutex);
+  DenseCache& c = dense_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
   // Entries whose table is gone (clear_legendre_cache and no graph holding it) are dropped, so
   // their device memory goes back to the allocator and a new table at the same address is not
   // mistaken for the old one.
-  std::erase_if(cache, [](const auto& e) { return e.second.table.expired(); });
+  std::erase_if(c.entries, [](const auto& e) { return e.second.table.expired(); });
   const auto key = std::make_pair(tab.get(), device.is_cpu() ? -1 : device.index);
-  if (auto it = cache.find(key); it != cache.end()) return it->second.dense;
+  if (auto it = c.entries.find(key); it != c.entries.end()) return it->second.dense;
   const LegendreTableKey& k = tab->key;
   Tensor host;
   dispatch_float(k.dtype, "dense Legendre table", [&]<typename T>() {
     host = from_vector(dense_values<T>(*tab), Shape{k.order_count(), k.lmax, k.nlat});
   });
-  Tensor dense = device.is_cpu() ? host : to(host, device);
+  Tensor dense = host;
+  if (!device.is_cpu()) {
+    dense = to(host, device);
+    // The copy ran on this thread's current stream; other threads' streams read the table from
+    // the cache next, so it must be complete first (once per table and device).
+    cuda::synchronize(device);
+  }
   dense.storage()->set_read_only("the dense Legendre table (" + k.str() +
                                  ") is a cached constant shared by every transform with this spec");
-  cache[key] = {tab, dense};
+  c.entries[key] = {tab, dense};
   return dense;
+}
+
+size_t clear_dense_legendre_tables() {
+  DenseCache& c = dense_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  size_t bytes = 0;
+  for (const auto& [key, e] : c.entries) bytes += static_cast<size_t>(e.dense.numel()) * dtype_size(e.dense.dtype());
+  c.entries.clear();
+  return bytes;
 }
 
 Tensor legendre_contract_gemm(const Tensor& x, const Tensor& dense, bool to_degree) {
@@ -87,7 +115,7 @@ Tensor legendre_contract_gemm(const Tensor& x, const Tensor& dense, bool to_degr
                               {M, rows_in, 2 * B});
   const Tensor prod = matmul(to_degree ? dense : transpose(dense, 1, 2), cols);  // (M, rows_out, 2B)
   const Tensor back = contiguous(permute(reshape(prod, {M, rows_out, B, 2}), {2, 1, 0, 3}));
-  return kernels::own_result(reshape(contiguous_copy(view_as_complex(back), true), out_sizes));
+  return kernels::own_result(reshape(view_as_complex(back), out_sizes));  // back is this op's own
 }
 
 }  // namespace gs::sphere::detail

@@ -14,8 +14,10 @@ namespace gs::sphere::detail {
 
 // tab's values as (orders, lmax, nlat) in its dtype on `device`: row l of order m holds T_l^m(x_j)
 // at every grid row j (the southern rows from the northern ones by the table's parity). Read-only
-// and cached per (table, device) while the table lives.
+// and cached per (table, device) while the table lives (and until clear_legendre_cache).
 Tensor dense_legendre_table(const std::shared_ptr<const LegendreTable>& tab, Device device);
+// Drops every cached dense table (clear_legendre_cache calls it); returns the bytes they held.
+size_t clear_dense_legendre_tables();
 
 // x (..., rows_in, orders) complex contracted with dense (orders, lmax, nlat) of its real dtype on
 // its device: to_degree (rows_in = nlat) gives (..., lmax, orders), out[l,m] = sum_j T[m,l,j] x[j,m];

@@ -64,7 +64,7 @@ Tensor contract(const Tensor& x, const LegendreTableKey& key, Direction dir,
   out_sizes.push_back(key.order_count());
   Tensor out = empty(out_sizes, x.dtype(), x.device());
   // On CUDA the contraction is a batched GEMM with the dense table (legendre_gemm.h).
-  const bool gemm = kernels::composite_path(x);
+  const bool gemm = composite_path(x);
   const bool fly = !gemm && use_recurrence(key, batch);
   std::shared_ptr<const LegendreTable> tab;
   if (!fly) tab = held ? std::move(held) : legendre_table_cached(key);

@@ -235,7 +235,7 @@ Tensor apply_op(const Tensor& x, const Tensor& w, SpectralOperator op, bool adjo
   check_weight(x, w, op, kind);
   const Dims d{x.size(0), w.size(0), w.size(1), x.size(2), x.size(3)};
   Tensor y = empty({d.B, adjoint ? d.I : d.O, d.L, d.M}, x.dtype(), x.device());
-  if (y.numel() > 0 && kernels::composite_path(x)) {
+  if (y.numel() > 0 && composite_path(x)) {
     y = detail::spectral_apply_gemm(x, w, op, adjoint);
   } else if (y.numel() > 0) {
     Tensor xc = contiguous_copy(x), wc = contiguous_copy(w);
@@ -268,7 +268,7 @@ Tensor weight_grad_op(const Tensor& x, const Tensor& g, SpectralOperator op) {
   check_weight_grad_operands(x, g, op);
   const Dims d{x.size(0), x.size(1), g.size(1), x.size(2), x.size(3)};
   Tensor gw = empty(weight_shape(d.I, d.O, d.L, d.M, op), x.dtype(), x.device());
-  if (gw.numel() > 0 && kernels::composite_path(x)) {
+  if (gw.numel() > 0 && composite_path(x)) {
     gw = detail::spectral_weight_grad_gemm(x, g, op);
   } else if (gw.numel() > 0) {
     Tensor xc = contiguous_copy(x), gc = contiguous_copy(g);

@@ -269,7 +269,7 @@ Tensor fused_norm(const NormPlan& pl, const Tensor& x, const Tensor& weight, con
   Tensor y = empty(x.sizes(), x.dtype(), x.device());
   Shape stat_sizes = pl.axis == NormAxis::channels ? Shape{pl.B, 1, pl.H, pl.W} : Shape{pl.B, pl.C, 1, 1};
   // On CUDA the forward and backward are tensor ops (the fused kernels are CPU code): no statistics kept.
-  const bool ops_path = kernels::composite_path(x);
+  const bool ops_path = composite_path(x);
   Tensor mean = ops_path ? Tensor() : empty(stat_sizes, DType::f64, x.device());
   Tensor rstd = ops_path ? Tensor() : empty(stat_sizes, DType::f64, x.device());
   if (x.numel() > 0 && P > 0 && ops_path) {

@@ -203,7 +203,7 @@ Tensor contract(const Tensor& x, const std::shared_ptr<const VectorTable>& tab, 
   out_sizes.push_back(rows_out);
   out_sizes.push_back(key.order_count());
   Tensor out = empty(out_sizes, x.dtype(), x.device());
-  const bool gemm = kernels::composite_path(x);
+  const bool gemm = composite_path(x);
   const Tensor dense_d = gemm ? detail::dense_legendre_table(tab->d, x.device()) : Tensor();
   const Tensor dense_m = gemm ? detail::dense_legendre_table(tab->m, x.device()) : Tensor();
   if (out.numel() > 0 && gemm) {

@@ -1,8 +1,8 @@
 // The sphere ops' composite paths, the code they run on CUDA until their kernels land (batched
-// GEMMs for the Legendre and spectral contractions, tensor ops for the norms; ops/kernels.h,
-// composite_path), run here on the CPU: each op's registry samples against its native CPU kernels,
-// then gradcheck and gradgradcheck of the composite path itself. And the 3x3 stencil's CUDA index
-// rules (ops/sphere/neighbours_math.h) against the CPU gather and scatter-add.
+// GEMMs for the Legendre and spectral contractions, tensor ops for the norms; ops/composite_path.h),
+// run here on the CPU: each op's registry samples against its native CPU kernels, then gradcheck
+// and gradgradcheck of the composite path itself. And the 3x3 stencil's CUDA index rules
+// (ops/sphere/neighbours_math.h) against the CPU gather and scatter-add.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/kernels.h"
+#include "ops/composite_path.h"
 #include "ops/ops.h"
 #include "ops/sphere/legendre_gemm.h"
 #include "ops/sphere/neighbours_math.h"
@@ -53,7 +53,7 @@ TEST_CASE("composite paths: every sphere op's composite path matches its CPU ker
     for (const auto& smp : op->samples(kKey)) {
       INFO("op '" << std::string(name) << "', sample '" << smp.label << "'");
       const std::vector<gs::Tensor> native = op->fn(smp.inputs);
-      gs::kernels::CompositePathsOnCpu composite;
+      gs::CompositePathsOnCpu composite;
       const std::vector<gs::Tensor> comp = op->fn(smp.inputs);
       REQUIRE(comp.size() == native.size());
       for (size_t i = 0; i < comp.size(); ++i) {
@@ -76,7 +76,7 @@ TEST_CASE("composite paths: the GEMM Legendre contraction equals the table kerne
   const gs::Tensor a = gs::sphere::sht(f, spec);
   gs::Tensor a_comp, f_comp;
   {
-    gs::kernels::CompositePathsOnCpu composite;
+    gs::CompositePathsOnCpu composite;
     a_comp = gs::sphere::sht(f, spec);
     f_comp = gs::sphere::isht(a_comp, spec);
   }

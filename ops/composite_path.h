@@ -1,0 +1,24 @@
+// Composite paths: an op (or an optimizer step) with a native CPU kernel and, on CUDA, a
+// composite of device-generic ops instead (the sphere ops until their CUDA kernels land: batched
+// GEMMs, tensor-op norms; the optimizers' updates) takes the composite when composite_path(t) is
+// true: on CUDA, and on the CPU inside a CompositePathsOnCpu scope, so the CPU suites run those
+// paths too and compare them with the native kernels.
+#pragma once
+#include "engine/tensor.h"
+
+namespace gs {
+
+bool composite_path(const Tensor& t);
+
+class CompositePathsOnCpu {  // for tests: this thread takes the composite paths on the CPU
+ public:
+  CompositePathsOnCpu();
+  ~CompositePathsOnCpu();
+  CompositePathsOnCpu(const CompositePathsOnCpu&) = delete;
+  CompositePathsOnCpu& operator=(const CompositePathsOnCpu&) = delete;
+
+ private:
+  bool prev_;
+};
+
+}  // namespace gs
