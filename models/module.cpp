@@ -207,8 +207,30 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     auto it = state.find(name);
     if (it == state.end()) continue;
     Tensor dst = t;
-    copy_(dst, it->second);
+    const Tensor& src = it->second;  // a checkpoint's tensors are on the CPU; the module's may not be
+    copy_(dst, src.device() == dst.device() ? src : gs::to(src, dst.device()));
   }
+}
+
+namespace {
+void move_storage(const Tensor& t, Device device) {
+  if (t.device() == device) return;  // also a tensor registered twice, moved already
+  GS_CHECK(t.is_contiguous() && t.offset() == 0 && !t.is_view(),
+           "Module::to: expected a parameter or buffer that owns its contiguous storage, got {}", t.meta_str());
+  const Storage& old = t.storage();
+  Storage moved = to_device_copy(t, device).storage();
+  if (old->read_only()) moved->set_read_only(old->read_only_reason());
+  t.impl()->storage = std::move(moved);
+}
+}  // namespace
+
+void Module::to(Device device) {
+  for (auto& p : params_) {
+    p.tensor.set_grad(Tensor{});
+    move_storage(p.tensor, device);
+  }
+  for (auto& b : buffers_) move_storage(b.tensor, device);
+  for (auto& [name, child] : children_) child->to(device);
 }
 
 void Module::zero_grad() {

@@ -80,6 +80,12 @@ class Module {
   // Drops every parameter's .grad.
   void zero_grad();
 
+  // Moves every parameter and buffer (this module's and its children's) to `device` in place: the
+  // same tensors (handles held by layers and optimizers stay valid) with their storage replaced by
+  // a copy on the device. Gradients are dropped; constant buffers stay read-only. Initialise on the
+  // CPU, then move: the initial weights are the CPU run's, bit for bit.
+  void to(Device device);
+
   // One-line-per-parameter summary: name, shape, dtype, distribution; and the total.
   std::string summary() const;
 

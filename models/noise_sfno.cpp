@@ -305,7 +305,10 @@ Tensor NoiseConditionedSFNO::make_noise(int64_t batch, RandomKey key, int64_t fi
 Tensor NoiseConditionedSFNO::forward(const Tensor& x, const ForwardContext& ctx) {
   GS_CHECK(x.defined() && x.dim() == 4, "NoiseConditionedSFNO: expected x (B, in_chans, nlat, nlon), got {}",
            x.meta_str());
-  return forward_with_noise(x, make_noise(x.size(0), ctx.noise_key, ctx.first_sample), ctx.labels);
+  Tensor noise = make_noise(x.size(0), ctx.noise_key, ctx.first_sample);
+  // The noise is drawn on the CPU (counter-based, so every device and decomposition draws the same).
+  if (noise.defined() && noise.device() != x.device()) noise = gs::to(noise, x.device());
+  return forward_with_noise(x, noise, ctx.labels);
 }
 
 Tensor NoiseConditionedSFNO::forward_with_noise(const Tensor& x, const Tensor& noise, const Tensor& labels) {

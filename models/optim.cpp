@@ -15,7 +15,13 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/error.h"
 #include "engine/factory.h"
+#include "ops/compare.h"
+#include "ops/complex_ops.h"
+#include "ops/composite_path.h"
+#include "ops/elementwise.h"
 #include "ops/inplace.h"
+#include "ops/reduce.h"
+#include "ops/view.h"
 
 namespace gs::models {
 namespace {
@@ -85,13 +91,11 @@ Optimizer::Optimizer(std::vector<NamedParameter> params, double lr, std::vector<
     GS_CHECK(p.tensor.is_leaf(), "optimizer: parameter '{}' must be a leaf tensor (it has a grad_fn)", p.name);
     GS_CHECK(is_differentiable(p.tensor.dtype()), "optimizer: parameter '{}' must be floating or complex, got {}",
              p.name, dtype_name(p.tensor.dtype()));
-    GS_CHECK(p.tensor.device().is_cpu(), "optimizer: parameter '{}' is on {}; optimizers update CPU tensors",
-             p.name, p.tensor.device().str());
   }
   steps_.assign(params_.size(), 0);
   for (auto& p : params_) {
     std::vector<Tensor> bufs;
-    for (size_t b = 0; b < buffer_names_.size(); ++b) bufs.push_back(zeros(p.tensor.sizes(), p.tensor.dtype()));
+    for (size_t b = 0; b < buffer_names_.size(); ++b) bufs.push_back(zeros(p.tensor.sizes(), p.tensor.dtype(), p.tensor.device()));
     buffers_.push_back(std::move(bufs));
   }
 }
@@ -115,13 +119,14 @@ void Optimizer::step() {
     if (!g.defined()) continue;
     GS_CHECK(g.sizes() == p.sizes() && g.dtype() == p.dtype(),
              "{}: parameter '{}' is {} but its grad is {}", op, params_[i].name, p.meta_str(), g.meta_str());
-    GS_CHECK(g.device().is_cpu(), "{}: the grad of '{}' is on {}, expected the CPU", op, params_[i].name,
-             g.device().str());
+    GS_CHECK(g.device() == p.device(), "{}: the grad of '{}' is on {}, expected the parameter's device {}", op,
+             params_[i].name, g.device().str(), p.device().str());
     check_writable(p, op.c_str());
     g = contiguous_copy(g);
     // Module parameters are contiguous; a strided one is updated through a contiguous copy.
     Tensor work = p.is_contiguous() ? p : contiguous_copy(p, /*force_copy=*/true);
-    update(work, g, buffers_[i], ++steps_[i]);
+    if (composite_path(work)) update_composite(work, g, buffers_[i], ++steps_[i]);
+    else update(work, g, buffers_[i], ++steps_[i]);
     if (!work.is_same(p)) copy_values(p, work);
     bump_version(p);
   }
@@ -181,7 +186,9 @@ void Optimizer::load_state(const StateDict& state) {
   steps_ = steps;
   for (size_t i = 0; i < params_.size(); ++i)
     for (size_t b = 0; b < buffer_names_.size(); ++b) {
-      copy_values(buffers_[i][b], state.at(buffer_names_[b] + "." + params_[i].name));
+      const Tensor& src = state.at(buffer_names_[b] + "." + params_[i].name);  // a checkpoint's: on the CPU
+      const Tensor& dst = buffers_[i][b];
+      copy_values(dst, src.device() == dst.device() ? src : to(src, dst.device()));
       bump_version(buffers_[i][b]);
     }
 }
@@ -221,6 +228,29 @@ void SGD::update(const Tensor& param, const Tensor& grad, std::vector<Tensor>& b
     }
   });
   if (!bufs.empty()) bump_version(bufs[0]);
+}
+
+namespace {
+// The reals of t (view_as_real for complex), as update() walks them.
+Tensor real_view(const Tensor& t) { return is_complex(t.dtype()) ? view_as_real(t) : t; }
+}  // namespace
+
+void SGD::update_composite(const Tensor& param, const Tensor& grad, std::vector<Tensor>& bufs, int64_t step) {
+  Tensor p = real_view(param);
+  Tensor d = real_view(grad);
+  if (o_.weight_decay != 0) d = add(d, mul(p, o_.weight_decay));
+  if (!bufs.empty()) {
+    Tensor buf = real_view(bufs[0]);
+    if (step == 1) {
+      copy_(buf, d);
+    } else {
+      mul_(buf, o_.momentum);
+      add_(buf, mul(d, 1 - o_.dampening));
+    }
+    d = o_.nesterov ? add(d, mul(buf, o_.momentum)) : buf;
+    bump_version(bufs[0]);
+  }
+  add_(p, d, -lr());
 }
 
 // ---- Adam / AdamW
@@ -290,6 +320,27 @@ void Adam::update(const Tensor& param, const Tensor& grad, std::vector<Tensor>& 
   for (auto& b : bufs) bump_version(b);
 }
 
+void Adam::update_composite(const Tensor& param, const Tensor& grad, std::vector<Tensor>& bufs, int64_t step) {
+  const double bc1 = 1 - std::pow(o_.beta1, static_cast<double>(step));
+  const double bc2 = 1 - std::pow(o_.beta2, static_cast<double>(step));
+  Tensor p = real_view(param), m = real_view(bufs[0]), v = real_view(bufs[1]);
+  Tensor g = real_view(grad);
+  if (!decoupled_ && o_.weight_decay != 0) g = add(g, mul(p, o_.weight_decay));
+  add_(m, mul(sub(g, m), 1 - o_.beta1));  // m + w (g - m), as update()
+  mul_(v, o_.beta2);
+  add_(v, mul(mul(g, 1 - o_.beta2), g));  // (1 - beta2) g g, in update()'s order
+  Tensor root = v;
+  if (o_.amsgrad) {
+    Tensor vmax = real_view(bufs[2]);
+    copy_(vmax, where(gt(vmax, v), vmax, v));
+    root = vmax;
+  }
+  const Tensor denom = add(div(sqrt(root), std::sqrt(bc2)), o_.eps);
+  if (decoupled_ && o_.weight_decay != 0) mul_(p, 1 - lr() * o_.weight_decay);
+  add_(p, div(mul(m, lr() / bc1), denom), -1.0);
+  for (auto& b : bufs) bump_version(b);
+}
+
 // ---- clipping
 
 namespace {
@@ -303,7 +354,11 @@ double grad_sq_sum(const std::vector<Tensor>& params, const char* op) {
     GS_CHECK(params[k].defined(), "{}: parameter {} is undefined", op, k);
     Tensor g = params[k].grad();
     if (!g.defined()) continue;
-    GS_CHECK(g.device().is_cpu(), "{}: the grad of parameter {} is on {}, expected the CPU", op, k, g.device().str());
+    if (composite_path(g)) {  // on the device: one deterministic reduction, read back once
+      const Tensor r = cast_copy(real_view(g), DType::f64);
+      total += sum(mul(r, r)).item<double>();
+      continue;
+    }
     g = contiguous_copy(g);
     dispatch_real(g.dtype(), op, [&]<typename T>() {
       const T* d = reals<T>(g);

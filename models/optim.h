@@ -45,8 +45,8 @@ class Optimizer {
   const std::vector<std::string>& buffer_names() const { return buffer_names_; }
 
  protected:
-  // Every parameter must be a distinct leaf on the CPU with a floating or complex dtype, and have a
-  // unique non-empty name. One zero-filled buffer of the parameter's shape and dtype per name in
+  // Every parameter must be a distinct leaf with a floating or complex dtype, and have a unique
+  // non-empty name. One zero-filled buffer of the parameter's shape, dtype and device per name in
   // `buffer_names`, allocated now, so the state's keys never depend on which steps have happened.
   Optimizer(std::vector<NamedParameter> params, double lr, std::vector<std::string> buffer_names);
 
@@ -54,6 +54,10 @@ class Optimizer {
   // `bufs` are its state buffers (contiguous); `step` is its step count including this one.
   // A complex tensor is updated as its interleaved real and imaginary parts (torch's view_as_real).
   virtual void update(const Tensor& param, const Tensor& grad, std::vector<Tensor>& bufs, int64_t step) = 0;
+  // The same update written with in-place tensor ops on the real views, for parameters on CUDA
+  // (ops/composite_path.h: also on the CPU in tests, against update()).
+  virtual void update_composite(const Tensor& param, const Tensor& grad, std::vector<Tensor>& bufs,
+                                int64_t step) = 0;
 
  private:
   std::vector<NamedParameter> params_;
@@ -81,6 +85,7 @@ class SGD : public Optimizer {
 
  protected:
   void update(const Tensor& param, const Tensor& grad, std::vector<Tensor>& bufs, int64_t step) override;
+  void update_composite(const Tensor& param, const Tensor& grad, std::vector<Tensor>& bufs, int64_t step) override;
 
  private:
   SGDOptions o_;
@@ -107,6 +112,7 @@ class Adam : public Optimizer {
  protected:
   Adam(std::vector<NamedParameter> params, AdamOptions options, bool decoupled_weight_decay);
   void update(const Tensor& param, const Tensor& grad, std::vector<Tensor>& bufs, int64_t step) override;
+  void update_composite(const Tensor& param, const Tensor& grad, std::vector<Tensor>& bufs, int64_t step) override;
 
  private:
   AdamOptions o_;

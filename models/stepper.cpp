@@ -95,9 +95,12 @@ void Stepper::check_batch(const Batch& b) const {
            o_.micro_batches);
 }
 
-const Tensor& Stepper::area_weights(DType dtype) {
+const Tensor& Stepper::area_weights(DType dtype, Device device) {
   Tensor& cached = dtype == DType::f32 ? area_f32_ : area_f64_;
-  if (!cached.defined()) cached = cast_copy(from_vector(area_weights_), dtype);
+  if (!cached.defined() || cached.device() != device) {
+    cached = cast_copy(from_vector(area_weights_), dtype);
+    if (!device.is_cpu()) cached = to(cached, device);
+  }
   return cached;
 }
 
@@ -133,7 +136,7 @@ void Stepper::before_backward(bool last) const {
 void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_t mb, int64_t first_sample, bool last_mb,
                               double share, TrainResult& r) {
   const int64_t n = targets.size(1);
-  const Tensor& aw = area_weights(input.dtype());
+  const Tensor& aw = area_weights(input.dtype(), input.device());
   Tensor x = input;           // (b, C, H, W)
   Tensor objective;           // the weighted losses still to backpropagate (0-dim)
   for (int64_t k = 0; k < n; ++k) {

@@ -104,7 +104,7 @@ class Stepper {
 
  private:
   void check_batch(const Batch& batch) const;
-  const Tensor& area_weights(DType dtype);
+  const Tensor& area_weights(DType dtype, Device device);
   // Rolls micro-batch `mb` (B_mb samples) forward, backpropagates its share, adds its losses.
   void run_micro_batch(const Tensor& input, const Tensor& targets, int64_t mb, int64_t first_sample, bool last_mb,
                        double share, TrainResult& r);

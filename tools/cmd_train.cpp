@@ -1,4 +1,4 @@
-// `[mpiexec -n N] gradsphere train CONFIG [--grid DxHxW] [--resume] [--out DIR] [--stop-after N]`:
+// `[mpiexec -n N] gradsphere train CONFIG [--grid DxHxW] [--device cuda] [--resume] [--out DIR] [--stop-after N]`:
 // the training loop, top to bottom: data -> model -> optimizer -> (resume) -> steps with progress,
 // metrics, validation and checkpoints -> maps and curves. Every random choice is a function of
 // (seed, step), so a run that is interrupted and resumed ends with bitwise the weights of an
@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "distributed/world.h"
+#include "engine/cuda_runtime.h"
 #include "engine/factory.h"
 #include "engine/error.h"
 #include "models/checkpoint.h"
@@ -40,6 +41,7 @@ struct TrainArgs {
   bool resume = false;
   bool overwrite = false;
   int64_t stop_after = 0;
+  std::string device = "cpu";  // cpu, cuda or cuda:N
 };
 
 std::atomic<int> g_stop_signal{0};  // the signal that asked the run to stop, 0 for none
@@ -97,6 +99,8 @@ int run_train(const TrainArgs& args) {
   GS_CHECK(!args.out_given || !args.out.empty(), "train --out: expected a run directory, got an empty string");
   TrainConfig cfg = load_train_config(args.config);
   if (args.out_given) cfg.output.dir = args.out;
+  const Device device = parse_device(args.device);
+  if (!device.is_cpu()) cuda::require_device(device, "train --device");  // says why when there is no GPU
   const dist::ProcessGrid grid = make_process_grid(args.grid, cfg, "train");
   const bool root = grid.is_root();
   const RunPaths paths(cfg.output.dir);
@@ -129,7 +133,7 @@ int run_train(const TrainArgs& args) {
     fmt::print(stderr, "gradsphere train: {} -> {}{}\n", cfg.source, paths.root.string(),
                grid.is_single_process() ? std::string()
                                         : fmt::format(" on {} processes, grid {}", grid.world_size(), grid.spec().str()));
-  TrainingRun run(cfg, grid, paths.data);
+  TrainingRun run(cfg, grid, paths.data, device);
   if (root) fmt::print(stderr, "{}", run.describe());
   if (root) fmt::print(stderr, "set-up took {:.1f} s\n", seconds_since(t_setup));
 
@@ -260,6 +264,9 @@ void add_train_command(CLI::App& app, CommandRegistry& commands) {
   sub->add_option("--grid", args->grid,
                   "Process grid DATAxHxW under mpiexec (default: distributed.grid of the configuration, else every "
                   "process a data-parallel replica)");
+  sub->add_option("--device", args->device,
+                  "Where the model trains: cpu (default), cuda or cuda:N (one process; the data is read and the model "
+                  "initialised on the CPU, so the initial weights are the CPU run's)");
   sub->add_flag("--resume", args->resume, "Continue the run whose checkpoint is in the run directory");
   sub->add_flag("--overwrite", args->overwrite,
                 "Start afresh in a run directory that holds an earlier run (its checkpoint, metrics and pictures are "

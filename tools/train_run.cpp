@@ -28,8 +28,13 @@ RunPaths::RunPaths(const std::filesystem::path& r)
 void RunPaths::create() const { std::filesystem::create_directories(maps); }
 
 TrainingRun::TrainingRun(const TrainConfig& config, const dist::ProcessGrid& grid,
-                         const std::filesystem::path& scratch_dir)
-    : cfg_(config), grid_(grid) {
+                         const std::filesystem::path& scratch_dir, Device device)
+    : cfg_(config), grid_(grid), device_(device) {
+  // The collectives and the reducer stage through host memory; a device run is one process.
+  GS_CHECK(device.is_cpu() || grid.is_single_process(),
+           "train --device {}: training on a GPU runs as one process; this job has {} processes (grid {}). Run "
+           "it without mpiexec, or on the CPU",
+           device.str(), grid.world_size(), grid.spec().str());
   GS_CHECK(cfg_.training.batch_size % grid.data_size() == 0,
            "train: training.batch_size {} does not split evenly over {} data-parallel replicas (grid {}); use a "
            "batch size divisible by the grid's data size",
@@ -41,6 +46,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, const dist::ProcessGrid& gri
   rows_ = grid.local_lat(info.nlat);
   cols_ = grid.local_lon(info.nlon);
   model_ = build_model(cfg_, info, grid);
+  if (!device_.is_cpu()) model_->to(device_);  // before the optimizer allocates its state beside it
   model_->train();
   parameters_ = count_whole_parameters();
   stepper_ = std::make_unique<models::Stepper>(model_, build_optimizer(cfg_, *model_), data_.area_weights,
@@ -50,6 +56,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, const dist::ProcessGrid& gri
   validation_ = make_validation_set(*data_.validation, data_.normalizer, cfg_.validation.samples,
                                     cfg_.validation.lead_steps, cfg_.data.dtype, {rows_.start, rows_.count},
                                     {cols_.start, cols_.count});
+  if (!device_.is_cpu()) validation_ = {to(validation_.input, device_), to(validation_.truth, device_)};
 }
 
 int64_t TrainingRun::count_whole_parameters() const {
@@ -81,8 +88,9 @@ std::string TrainingRun::describe() const {
                               fmt::join(t.variables, ", "), t.trajectories(), states,
                               data_.train_windows.size(), data_.validation->info().trajectories(), t.dt_hours,
                               data_seconds_);
-  s += fmt::format("model: {} with {} parameters ({}), {}\n", model_->type_name(), parameters_,
-                   "real degrees of freedom", cfg_.data.dtype == DType::f64 ? "f64" : "f32");
+  s += fmt::format("model: {} with {} parameters ({}), {}{}\n", model_->type_name(), parameters_,
+                   "real degrees of freedom", cfg_.data.dtype == DType::f64 ? "f64" : "f32",
+                   device_.is_cpu() ? "" : ", on " + device_.str());
   s += fmt::format("optimizer: {} lr {:g}, schedule {}; {} steps of batch {} x {} rollout steps\n",
                    stepper_->optimizer().type_name(), stepper_->optimizer().lr(), cfg_.schedule.type,
                    cfg_.training.steps, cfg_.training.batch_size, cfg_.training.rollout_steps);
@@ -94,9 +102,10 @@ models::TrainResult TrainingRun::train_step() {
   auto windows = batch_windows(data_.train_windows, cfg_.training.batch_size, cfg_.seed, step());
   const dist::Block share = dist::split_block(static_cast<int64_t>(windows.size()), grid_.data_size(), grid_.data_rank());
   windows = std::vector<Window>(windows.begin() + share.start, windows.begin() + share.start + share.count);
-  return stepper_->train_on_batch(models::make_batch(*data_.train, data_.normalizer, windows,
-                                                     cfg_.training.rollout_steps, cfg_.data.dtype,
-                                                     {rows_.start, rows_.count}, {cols_.start, cols_.count}));
+  models::Batch batch = models::make_batch(*data_.train, data_.normalizer, windows, cfg_.training.rollout_steps,
+                                          cfg_.data.dtype, {rows_.start, rows_.count}, {cols_.start, cols_.count});
+  if (!device_.is_cpu()) batch = {to(batch.input, device_), to(batch.targets, device_)};
+  return stepper_->train_on_batch(batch);
 }
 
 ValidationScores TrainingRun::validate() {

@@ -32,8 +32,10 @@ struct RunPaths {
 // process writes them; restore() takes such a checkpoint on any grid.
 class TrainingRun {
  public:
+  // `device`: where the model, its optimizer state and the batches live (a CUDA device: one
+  // process only); the data is read and the model initialised on the CPU either way.
   explicit TrainingRun(const TrainConfig& config, const dist::ProcessGrid& grid = {},
-                       const std::filesystem::path& scratch_dir = {});
+                       const std::filesystem::path& scratch_dir = {}, Device device = Device::cpu());
 
   // Data, model (type, parameter count) and optimiser in a few lines.
   std::string describe() const;
@@ -65,6 +67,7 @@ class TrainingRun {
 
   TrainConfig cfg_;
   dist::ProcessGrid grid_;
+  Device device_;
   int64_t parameters_ = 0;
   TrainingData data_;
   dist::Block rows_, cols_;  // this rank's tile

@@ -13,10 +13,11 @@ namespace gs::models {
 namespace {
 
 
-// (C,) values as a (C, 1, 1) tensor of `dtype`, to broadcast over (..., C, H, W).
-Tensor per_channel(const std::vector<double>& values, DType dtype) {
+// (C,) values as a (C, 1, 1) tensor of x's dtype on x's device, to broadcast over (..., C, H, W).
+Tensor per_channel(const std::vector<double>& values, const Tensor& x) {
   const auto c = static_cast<int64_t>(values.size());
-  return cast_copy(from_vector(values, {c, 1, 1}), dtype);
+  const Tensor t = cast_copy(from_vector(values, {c, 1, 1}), x.dtype());
+  return x.device().is_cpu() ? t : to(t, x.device());
 }
 
 }  // namespace
@@ -190,12 +191,12 @@ void check_normalizer_input(const Normalizer& n, const Tensor& x, const char* wh
 
 Tensor Normalizer::normalize(const Tensor& x) const {
   check_normalizer_input(*this, x, "Normalizer::normalize");
-  return (x - per_channel(mean, x.dtype())) / per_channel(std, x.dtype());
+  return (x - per_channel(mean, x)) / per_channel(std, x);
 }
 
 Tensor Normalizer::denormalize(const Tensor& x) const {
   check_normalizer_input(*this, x, "Normalizer::denormalize");
-  return x * per_channel(std, x.dtype()) + per_channel(mean, x.dtype());
+  return x * per_channel(std, x) + per_channel(mean, x);
 }
 
 std::vector<std::pair<int64_t, int64_t>> list_windows(const TrajectoryData& data, int64_t n_steps) {

@@ -4,7 +4,8 @@
 #   2. a run stopped half way and resumed ends with a checkpoint byte-identical to an uninterrupted one;
 #   3. a rollout from the checkpoint writes NetCDF and PNG maps;
 #   4. a diverging run (huge learning rate) stops with a clear message and keeps its last good checkpoint;
-#   5. configuration errors name the key.
+#   5. configuration errors name the key;
+#   6. --device cuda trains on a GPU (loss falls), or without one is refused with the driver's reason.
 # Usage: train_cli_test.sh GRADSPHERE_BINARY
 set -euo pipefail
 gs="$1"
@@ -26,6 +27,17 @@ for f in checkpoint.safetensors metrics.csv validation.csv loss_curve.png skill_
 done
 ls "$work/a/maps/"*.png > /dev/null || fail "no maps written"
 echo "ok: loss fell from $first to $last"
+
+# 6. On a GPU.
+if "$gs" train "$work/tiny.yaml" --out "$work/gpu" --device cuda > "$work/gpu.log" 2>&1; then
+  last_gpu=$(awk -F, 'END {print $2}' "$work/gpu/metrics.csv")
+  awk -v f="$first" -v l="$last_gpu" 'BEGIN { exit !(l < 0.5 * f) }' || fail "loss on cuda did not fall by half: $last_gpu"
+  echo "ok: --device cuda trained, final loss $last_gpu (cpu $last)"
+else
+  grep -q "cuda:0 is not available" "$work/gpu.log" || { cat "$work/gpu.log"; fail "--device cuda failed"; }
+  [[ ! -e "$work/gpu/checkpoint.safetensors" ]] || fail "a refused --device cuda run wrote a checkpoint"
+  echo "ok: --device cuda without a GPU is refused: $(grep -o 'not available: .*' "$work/gpu.log" | head -n 1)"
+fi
 
 # 2. Interrupted after 17 steps, resumed: the final checkpoint must be byte-identical.
 "$gs" train "$work/tiny.yaml" --out "$work/b" --stop-after 17 > "$work/b1.log" 2>&1 || { cat "$work/b1.log"; fail "first half failed"; }
