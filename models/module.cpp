@@ -220,6 +220,9 @@ void move_storage(const Tensor& t, Device device) {
   const Storage& old = t.storage();
   Storage moved = to_device_copy(t, device).storage();
   if (old->read_only()) moved->set_read_only(old->read_only_reason());
+  // The version counter lives on the storage: the new one starts past the old one, so a graph that
+  // saved the tensor before the move sees a write (as it should) rather than a matching version.
+  for (uint64_t v = 0; v <= old->version(); ++v) moved->bump_version();
   t.impl()->storage = std::move(moved);
 }
 }  // namespace

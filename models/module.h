@@ -81,9 +81,11 @@ class Module {
   void zero_grad();
 
   // Moves every parameter and buffer (this module's and its children's) to `device` in place: the
-  // same tensors (handles held by layers and optimizers stay valid) with their storage replaced by
-  // a copy on the device. Gradients are dropped; constant buffers stay read-only. Initialise on the
-  // CPU, then move: the initial weights are the CPU run's, bit for bit.
+  // same tensors (handles held by layers stay valid) with their storage replaced by a copy on the
+  // device; aliases taken before (state_dict(), detach(), views) keep the old storage. Gradients
+  // are dropped; constant buffers stay read-only. Move before building an optimizer (its state is
+  // allocated beside the parameters). Initialise on the CPU, then move: the initial weights are the
+  // CPU run's, bit for bit.
   void to(Device device);
 
   // One-line-per-parameter summary: name, shape, dtype, distribution; and the total.

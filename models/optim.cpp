@@ -122,6 +122,11 @@ void Optimizer::step() {
     GS_CHECK(g.device() == p.device(), "{}: the grad of '{}' is on {}, expected the parameter's device {}", op,
              params_[i].name, g.device().str(), p.device().str());
     check_writable(p, op.c_str());
+    for (const Tensor& b : buffers_[i])
+      GS_CHECK(b.device() == p.device(),
+               "{}: parameter '{}' is on {} but its optimizer state on {} (move the model before building its "
+               "optimizer)",
+               op, params_[i].name, p.device().str(), b.device().str());
     g = contiguous_copy(g);
     // Module parameters are contiguous; a strided one is updated through a contiguous copy.
     Tensor work = p.is_contiguous() ? p : contiguous_copy(p, /*force_copy=*/true);
@@ -354,7 +359,7 @@ double grad_sq_sum(const std::vector<Tensor>& params, const char* op) {
     GS_CHECK(params[k].defined(), "{}: parameter {} is undefined", op, k);
     Tensor g = params[k].grad();
     if (!g.defined()) continue;
-    if (composite_path(g)) {  // on the device: one deterministic reduction, read back once
+    if (composite_path(g)) {  // on the device: one deterministic reduction per parameter, read back
       const Tensor r = cast_copy(real_view(g), DType::f64);
       total += sum(mul(r, r)).item<double>();
       continue;

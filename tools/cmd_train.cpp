@@ -102,6 +102,11 @@ int run_train(const TrainArgs& args) {
   const Device device = parse_device(args.device);
   if (!device.is_cpu()) cuda::require_device(device, "train --device");  // says why when there is no GPU
   const dist::ProcessGrid grid = make_process_grid(args.grid, cfg, "train");
+  // Before the run directory is touched (TrainingRun checks it again for other callers).
+  GS_CHECK(device.is_cpu() || grid.is_single_process(),
+           "train --device {}: training on a GPU runs as one process; this job has {} processes. Run it without "
+           "mpiexec, or on the CPU",
+           device.str(), grid.world_size());
   const bool root = grid.is_root();
   const RunPaths paths(cfg.output.dir);
   GS_CHECK(!(args.resume && args.overwrite), "train: --resume and --overwrite exclude each other");
