@@ -1,4 +1,4 @@
-// matmul, bmm, linear. The kernel is Eigen's GEMM on row- or column-major maps of the operands,
+// matmul, bmm, linear. The CPU kernel is Eigen's GEMM (ops/gemm_cpu.h) on row- or column-major operands,
 // so transposed views (W^T in linear, b^H in backward) are multiplied without a copy.
 //
 //   forward:  out (..., n, m) = a (..., n, k) @ b (..., k, m)
@@ -8,19 +8,13 @@
 // 1-D operands are promoted by reshapes that are themselves on the tape, so their gradients come
 // back in the right shape without special cases in the rule.
 
-// GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsic headers when Eigen's GEMM
-// kernels are instantiated with -march=native; they are false positives in code we do not own.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include <omp.h>
-
-#include <Eigen/Core>
 
 #include "engine/autograd/record.h"
 #include "engine/factory.h"
 #include "ops/complex_ops.h"
 #include "ops/elementwise.h"
+#include "ops/gemm_cpu.h"
 #include "ops/kernels.h"
 #include "ops/linalg.h"
 #include "ops/linalg_cuda.h"
@@ -36,8 +30,8 @@ constexpr int64_t kSmallGemm = 128 * 128 * 128;
 // Below this many multiply-adds in total, stay on one thread.
 constexpr int64_t kParallelWork = 64 * 64 * 64;
 
-// How one matrix of an operand sits in memory. Eigen maps it directly when one of its strides is
-// 1 (row-major or column-major with an outer stride); other layouts are copied first.
+// How one matrix of an operand sits in memory. The GEMM reads it directly when one of its strides
+// is 1 (row-major or column-major with an outer stride); other layouts are copied first.
 enum class Layout { row, col, other };
 
 struct MatrixGeometry {
@@ -59,26 +53,18 @@ MatrixGeometry geometry_of(const Tensor& t) {
   return geometry_of(t.sizes()[d - 2], t.sizes()[d - 1], t.strides()[d - 2], t.strides()[d - 1]);
 }
 
-template <typename T, int Order>
-using ConstMatrixMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, Eigen::Unaligned,
-                                  Eigen::OuterStride<>>;
-template <typename T>
-using OutMatrixMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-
 struct BatchedGemm {
   int64_t n, k, m;
   int64_t outer_a, outer_b;
   std::vector<int64_t> a_offsets, b_offsets;  // element offsets of each matrix, one per batch entry
 };
 
-template <typename T, int OrderA, int OrderB>
-void run_gemms(T* out, const T* pa, const T* pb, const BatchedGemm& p) {
+template <typename T>
+void run_gemms(T* out, const T* pa, const T* pb, bool a_row, bool b_row, const BatchedGemm& p) {
   const int64_t batch = static_cast<int64_t>(p.a_offsets.size());
   auto one = [&](int64_t i) {
-    ConstMatrixMap<T, OrderA> A(pa + p.a_offsets[i], p.n, p.k, Eigen::OuterStride<>(p.outer_a));
-    ConstMatrixMap<T, OrderB> B(pb + p.b_offsets[i], p.k, p.m, Eigen::OuterStride<>(p.outer_b));
-    OutMatrixMap<T> C(out + i * p.n * p.m, p.n, p.m);
-    C.noalias() = A * B;
+    gemm_cpu::gemm<T>(out + i * p.n * p.m, p.m, {pa + p.a_offsets[i], a_row, p.outer_a},
+                      {pb + p.b_offsets[i], b_row, p.outer_b}, p.n, p.k, p.m);
   };
   const int64_t per = p.n * p.k * p.m;
   const bool split_batch = batch > 1 && per < kSmallGemm && per * batch >= kParallelWork &&
@@ -90,15 +76,6 @@ void run_gemms(T* out, const T* pa, const T* pb, const BatchedGemm& p) {
     // Eigen splits each GEMM across the OpenMP threads when it is worth it.
     for (int64_t i = 0; i < batch; ++i) one(i);
   }
-}
-
-template <typename T>
-void dispatch_layouts(T* out, const T* pa, const T* pb, Layout la, Layout lb, const BatchedGemm& p) {
-  constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
-  if (la == Layout::row && lb == Layout::row) run_gemms<T, R, R>(out, pa, pb, p);
-  else if (la == Layout::row) run_gemms<T, R, C>(out, pa, pb, p);
-  else if (lb == Layout::row) run_gemms<T, C, R>(out, pa, pb, p);
-  else run_gemms<T, C, C>(out, pa, pb, p);
 }
 
 // Element offsets of every matrix of `t` when its batch dims are broadcast to `batch`.
@@ -142,8 +119,8 @@ Tensor matmul_kernel(Tensor a, Tensor b, const Shape& batch) {
   }
   BatchedGemm p{n, k, m, ga.outer, gb.outer, batch_offsets(a, batch), batch_offsets(b, batch)};
   dispatch_float_complex(a.dtype(), "matmul", [&]<typename T>() {
-    dispatch_layouts<T>(out.data<T>(), static_cast<const T*>(a.storage()->data()),
-                        static_cast<const T*>(b.storage()->data()), ga.layout, gb.layout, p);
+    run_gemms<T>(out.data<T>(), static_cast<const T*>(a.storage()->data()),
+                 static_cast<const T*>(b.storage()->data()), ga.layout == Layout::row, gb.layout == Layout::row, p);
   });
   return out;
 }

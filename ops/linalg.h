@@ -1,4 +1,4 @@
-// Matrix products through Eigen (both cores via OpenMP). f32, f64, c64, c128.
+// Matrix products (CPU: Eigen through ops/gemm_cpu.h, both cores via OpenMP; CUDA: cuBLAS). f32, f64, c64, c128.
 #pragma once
 #include "engine/tensor.h"
 

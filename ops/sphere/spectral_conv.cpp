@@ -15,19 +15,17 @@
 //
 // The adjoint reads w in place (no conjugated or transposed copy of a large diagonal weight).
 // On CUDA the three contractions are batched GEMMs (spectral_conv_gemm.h), recorded the same way.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // Eigen's GEMM under -march=native (see linalg.cpp)
-#endif
 #include "ops/sphere/spectral_conv.h"
 
 #include <omp.h>
 
-#include <Eigen/Core>
 #include <string>
+#include <vector>
 
 #include "engine/autograd/record.h"
 #include "engine/factory.h"
 #include "ops/complex_ops.h"
+#include "ops/gemm_cpu.h"
 #include "ops/kernels.h"
 #include "ops/registry.h"
 #include "ops/sphere/spectral_conv_gemm.h"
@@ -65,13 +63,6 @@ void parallel_for(int64_t n, int64_t work, F&& f) {
   }
 }
 
-template <typename T>
-using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <typename T>
-using ConstRowMap = Eigen::Map<const RowMat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
-template <typename T>
-using RowMap = Eigen::Map<RowMat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
-
 // I and O are the weight's two channel dims (w is (I, O, L[, M])); B, L, M as in x.
 struct Dims {
   int64_t B, I, O, L, M;
@@ -86,17 +77,18 @@ void dh_apply_kernel(T* y, const T* x, const T* w, const Dims& d) {
   const int64_t LM = d.L * d.M;
   const int64_t cin = Adjoint ? d.O : d.I, cout = Adjoint ? d.I : d.O;
   parallel_for(d.L, d.B * d.I * d.O * LM, [&](int64_t l) {
-    RowMat<T> a(cout, cin);  // contract: w[:, :, l]^T (O x I); adjoint: conj(w[:, :, l]) (I x O)
+    // contract: w[:, :, l]^T (O x I); adjoint: conj(w[:, :, l]) (I x O). Row-major.
+    std::vector<T> a(static_cast<size_t>(cout * cin));
     for (int64_t i = 0; i < d.I; ++i)
       for (int64_t o = 0; o < d.O; ++o) {
         const T v = w[(i * d.O + o) * d.L + l];
-        if constexpr (Adjoint) a(i, o) = std::conj(v);
-        else a(o, i) = v;
+        if constexpr (Adjoint) a[i * d.O + o] = std::conj(v);
+        else a[o * d.I + i] = v;
       }
     for (int64_t b = 0; b < d.B; ++b) {
-      ConstRowMap<T> X(x + (b * cin * d.L + l) * d.M, cin, d.M, Eigen::OuterStride<>(LM));  // x[b, :, l, :]
-      RowMap<T> Y(y + (b * cout * d.L + l) * d.M, cout, d.M, Eigen::OuterStride<>(LM));    // y[b, :, l, :]
-      Y.noalias() = a * X;
+      // y[b, :, l, :] (cout x M) = a @ x[b, :, l, :] (cin x M); both with rows LM apart.
+      gemm_cpu::gemm<T>(y + (b * cout * d.L + l) * d.M, LM, {a.data(), true, cin},
+                        {x + (b * cin * d.L + l) * d.M, true, LM}, cout, cin, d.M);
     }
   });
 }
@@ -106,14 +98,15 @@ template <typename T>
 void dh_weight_grad_kernel(T* gw, const T* x, const T* g, const Dims& d) {
   const int64_t LM = d.L * d.M;
   parallel_for(d.L, d.B * d.I * d.O * LM, [&](int64_t l) {
-    RowMat<T> acc = RowMat<T>::Zero(d.I, d.O);
+    std::vector<T> acc(static_cast<size_t>(d.I * d.O));  // (I x O), row-major
     for (int64_t b = 0; b < d.B; ++b) {
-      ConstRowMap<T> X(x + (b * d.I * d.L + l) * d.M, d.I, d.M, Eigen::OuterStride<>(LM));
-      ConstRowMap<T> G(g + (b * d.O * d.L + l) * d.M, d.O, d.M, Eigen::OuterStride<>(LM));
-      acc.noalias() += X.conjugate() * G.transpose();
+      // g_b^T is g[b, :, l, :] read column-major: its columns are g_b's rows, LM apart.
+      gemm_cpu::gemm<T>(acc.data(), d.O, {x + (b * d.I * d.L + l) * d.M, true, LM},
+                        {g + (b * d.O * d.L + l) * d.M, false, LM}, d.I, d.M, d.O, /*accumulate=*/b > 0,
+                        /*conj_a=*/true);
     }
     for (int64_t i = 0; i < d.I; ++i)
-      for (int64_t o = 0; o < d.O; ++o) gw[(i * d.O + o) * d.L + l] = acc(i, o);
+      for (int64_t o = 0; o < d.O; ++o) gw[(i * d.O + o) * d.L + l] = acc[i * d.O + o];
   });
 }
 
