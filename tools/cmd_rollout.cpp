@@ -1,6 +1,6 @@
-// `[mpiexec -n N] gradsphere rollout CHECKPOINT [--steps N] [--samples K] [--out DIR] [--grid DxHxW]`: inference from a training
-// checkpoint. The checkpoint carries the configuration and the normalisation, so nothing else is
-// needed: the model is rebuilt, the validation data regenerated (or read), and K forecasts of N
+// `[mpiexec -n N] gradsphere rollout CHECKPOINT [--steps N] [--samples K] [--out DIR] [--grid DxHxW] [--device cuda]`:
+// inference from a training checkpoint (a CPU or a GPU run's; it loads onto --device). The
+// checkpoint carries the configuration and the normalisation, so nothing else is needed: the model is rebuilt, the validation data regenerated (or read), and K forecasts of N
 // steps from the first state of the first K validation trajectories are written as NetCDF (CF
 // coordinates; truth beside them where the data reaches) and PNG maps.
 #include <filesystem>
@@ -13,6 +13,7 @@
 #include "distributed/world.h"
 #include "models/sharded_state.h"
 #include "engine/autograd/grad_mode.h"
+#include "engine/cuda_runtime.h"
 #include "engine/error.h"
 #include "models/checkpoint.h"
 #include "models/data/netcdf_io.h"
@@ -33,6 +34,7 @@ struct RolloutArgs {
   int64_t steps = 0;  // 0: the configuration's validation.lead_steps
   int64_t samples = 1;
   std::string grid;  // "DxHxW" under a launcher; empty: the configuration's distributed.grid
+  std::string device = "cpu";  // cpu, cuda or cuda:N (one process)
 };
 
 // (K, n, C, H, W) physical forecasts with their (K, C, H, W) initial states as K trajectories of
@@ -53,12 +55,18 @@ Tensor whole_sphere(const Tensor& tile, const dist::ProcessGrid& grid) {
 }
 
 int run_rollout(const RolloutArgs& args) {
+  const Device device = parse_device(args.device);
+  if (!device.is_cpu()) cuda::require_device(device, "rollout --device");  // says why when there is no GPU
   const models::Checkpoint ck = models::load_checkpoint(args.checkpoint);
   const TrainConfig cfg = train_config_from_string(ck.config, args.checkpoint + " (its stored configuration)");
   // Under a launcher every rank forecasts its tile (data replicas repeat the same forecasts); world
   // rank 0 gathers the tiles and alone writes the files.
   const dist::ProcessGrid grid = make_process_grid(args.grid, cfg, "rollout", /*config_grid_if_it_fits=*/true);
   const bool root = grid.is_root();
+  // As for train: the collectives stage through host memory, so a device rollout is one process.
+  GS_CHECK(device.is_cpu() || grid.is_single_process(),
+           "rollout --device {}: a rollout on a GPU runs as one process; this job has {} processes. Run it without "
+           "mpiexec, or with --device cpu", device.str(), grid.world_size());
   auto norm_it = ck.metadata.find(kMetaNormalizer);
   GS_CHECK(norm_it != ck.metadata.end(), "rollout: {} has no '{}' metadata (not written by gradsphere train?)",
            args.checkpoint, kMetaNormalizer);
@@ -73,6 +81,7 @@ int run_rollout(const RolloutArgs& args) {
   auto model = build_model(cfg, val, grid);
   model->load_state_dict(models::local_state_dict(ck.model, *model, grid));
   model->eval();
+  if (!device.is_cpu()) model->to(device);
   const auto area_weights = sphere::area_weights_coslat(val.grid, val.nlat);
   models::Stepper stepper(model, build_optimizer(cfg, *model), area_weights, cfg.training.stepper);
   if (!grid.is_single_process()) stepper.set_distributed(grid);
@@ -92,8 +101,9 @@ int run_rollout(const RolloutArgs& args) {
     first.push_back(select(source->read(k, 0, 1, rows, cols), 0, 0));
     if (truth_steps >= 1) after.push_back(source->read(k, 1, truth_steps, rows, cols));
   }
-  const Tensor input = to(norm.normalize(stack(first, 0)), cfg.data.dtype);
-  const Tensor truth = truth_steps >= 1 ? to(norm.normalize(stack(after, 0)), cfg.data.dtype) : Tensor{};
+  const Tensor input = to(to(norm.normalize(stack(first, 0)), cfg.data.dtype), device);
+  const Tensor truth =
+      truth_steps >= 1 ? to(to(norm.normalize(stack(after, 0)), cfg.data.dtype), device) : Tensor{};
   Tensor forecast;  // (K, n, C, h, w) normalised
   std::optional<ValidationScores> scores;
   if (truth_steps == n) {
@@ -104,6 +114,9 @@ int run_rollout(const RolloutArgs& args) {
     InferenceModeGuard inference;
     forecast = stepper.predict(input, n, /*rollout_id=*/0, /*first_sample=*/0);
   }
+  // From here on everything is host work (checks, gathers, files): bring the forecast back.
+  forecast = to(forecast, Device::cpu());
+  const Tensor host_input = to(input, Device::cpu()), host_truth = truth.defined() ? to(truth, Device::cpu()) : truth;
   // A forecast that blows up is reported, never written or scored as numbers.
   const Tensor finite = isfinite(forecast);  // (K, n, C, h, w)
   if (!all_true(finite)) {
@@ -114,8 +127,8 @@ int run_rollout(const RolloutArgs& args) {
          lead + 1, n);
   }
   const Tensor phys_forecast = norm.denormalize(whole_sphere(forecast, grid));
-  const Tensor phys_input = norm.denormalize(whole_sphere(input, grid));
-  const Tensor phys_truth = truth.defined() ? norm.denormalize(whole_sphere(truth, grid)) : Tensor{};
+  const Tensor phys_input = norm.denormalize(whole_sphere(host_input, grid));
+  const Tensor phys_truth = host_truth.defined() ? norm.denormalize(whole_sphere(host_truth, grid)) : Tensor{};
   if (!root) return 0;
   const auto pred_path = out / "rollout.nc";
   models::write_netcdf(pred_path, as_trajectories(val, phys_input, phys_forecast),
@@ -152,6 +165,8 @@ void add_rollout_command(CLI::App& app, CommandRegistry& commands) {
   sub->add_option("--grid", args->grid,
                   "Process grid DATAxHxW under mpiexec (default: distributed.grid of the stored configuration, else "
                   "every rank a data replica); any grid loads any checkpoint");
+  sub->add_option("--device", args->device,
+                  "cpu (default), cuda or cuda:N: run the model there (one process; the files are written from the host)");
   commands.add(sub, [args] { return run_rollout(*args); });
 }
 

@@ -7,21 +7,37 @@
 #                                  shared library they load except glibc's and CUDA's, stripped,
 #                                  into .gpu/pack.tar.xz (git-ignored; about 30 MB, under the device
 #                                  tool's 64 MiB), and checks that the copies start from the pack alone.
+#                                  When torch-harmonics is installed here (the reference venv of
+#                                  tools/compare_sht.py), its Python sources go into .gpu/python.
 #   bash tools/gpu_check.sh run    there (device tool: carry [".gpu"], this command), writing
-#                                  everything under $OUT: nvidia-smi, the engine and ops suites (the
-#                                  registry walk on CUDA: each op in f64 and f32 against the CPU,
-#                                  gradcheck and gradgradcheck in f64), `gradsphere gradcheck
-#                                  --device cuda`, `gradsphere bench engine --device cuda` and a tiny
-#                                  `gradsphere train --device cuda` beside the same run on the CPU.
-# Each step's exit status is in $OUT/summary.txt, the logs in $OUT/logs.tar.gz; the run exits
-# non-zero if any step failed. Run it with the device tool's timeout_s = 580 (the steps' limits
-# add up to 8.5 minutes).
+#                                  everything under $OUT, checks first, then measurements:
+#                                  nvidia-smi, the engine and ops suites (the registry walk on CUDA:
+#                                  each op in f64 and f32 against the CPU, gradcheck and
+#                                  gradgradcheck in f64), `gradsphere gradcheck --device cuda`, a
+#                                  tiny `gradsphere train --device cuda` beside the same run on the
+#                                  CPU and a rollout from it, then `gradsphere bench engine|sht|train
+#                                  --device cuda` and tools/compare_cuda.py (torch-harmonics on the
+#                                  same GPU, with the machine's torch).
+# Each step's exit status is in $OUT/summary.txt, the logs and CSVs in $OUT/logs.tar.gz; the run
+# exits non-zero if any step failed. Run it with the device tool's timeout_s = 580: every step has
+# its own limit, cut to what is left of a 540 s budget (GS_GPU_BUDGET), and a step with under 10 s
+# left is skipped and says so in the summary.
 set -uo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 pack_dir=.gpu
 stage=/tmp/gs-gpu  # where the pack is assembled here and unpacked there
 bins=(build/tools/gradsphere build/tests/engine/test_engine build/tests/ops/test_ops)
+
+# The torch_harmonics package folder of the first of GS_REF_PYTHON, /opt/gs-ref, /work/venv that has it.
+python_with_torch_harmonics() {
+  local py
+  for py in "${GS_REF_PYTHON:-}" /opt/gs-ref/bin/python /work/venv/bin/python; do
+    [[ -n "$py" && -x "$py" ]] || continue
+    "$py" -c 'import os, importlib.util as u; print(os.path.dirname(u.find_spec("torch_harmonics").origin))' 2>/dev/null &&
+      return 0
+  done
+}
 
 pack() {
   grep -q "GS_HAVE_CUDA 1" build/gradsphere_config.h 2>/dev/null ||
@@ -38,6 +54,17 @@ pack() {
   LD_LIBRARY_PATH="$stage/lib:${CUDA_LIB:-/usr/local/cuda/lib64}" "$stage/bin/gradsphere" --help >/dev/null ||
     { echo "gpu_check pack: the packed gradsphere does not start" >&2; exit 1; }
   tar -C "$stage" -cJf "$pack_dir/pack.tar.xz" bin lib
+  # torch-harmonics' Python sources for tools/compare_cuda.py (the GPU machine has torch, not it).
+  rm -rf "$pack_dir/python"
+  local th
+  th="$(python_with_torch_harmonics)"
+  if [[ -n "$th" ]]; then
+    mkdir -p "$pack_dir/python"
+    (cd "$(dirname "$th")" && find torch_harmonics -name '*.py' | tar -cf - -T -) | tar -C "$pack_dir/python" -xf -
+    echo "torch-harmonics sources from $th"
+  else
+    echo "torch-harmonics not found (set GS_REF_PYTHON to a python that imports it): compare_cuda.py will be skipped there"
+  fi
   # The tests read data files under the source root compiled into them (GS_SOURCE_ROOT).
   echo "$repo_root" > "$pack_dir/source_root"
   du -sh "$pack_dir/pack.tar.xz"
@@ -61,27 +88,45 @@ run() {
     mkdir -p "$(dirname "$source_root")" && ln -s "$PWD" "$source_root"
   fi
   local status=0
-  step() {  # step NAME COMMAND...: output to NAME.log, exit status to the summary
-    local name="$1"; shift
+  local deadline=$((SECONDS + ${GS_GPU_BUDGET:-540}))
+  step() {  # step NAME LIMIT_S COMMAND...: output to NAME.log, exit status to the summary
+    local name="$1" limit="$2"; shift 2
+    local left=$((deadline - SECONDS))
+    (( limit > left )) && limit=$left
+    if (( limit < 10 )); then
+      printf '%-18s skipped: the budget is spent\n' "$name" | tee -a "$out/summary.txt"
+      status=1
+      return
+    fi
     local t0=$SECONDS
-    "$@" > "$out/$name.log" 2>&1
+    timeout "$limit" "$@" > "$out/$name.log" 2>&1
     local rc=$?
     printf '%-18s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" "$*" | tee -a "$out/summary.txt"
     (( rc == 0 )) || status=1
   }
-  step nvidia-smi nvidia-smi
-  # Limits that keep the whole run under 9 minutes: one device-tool command may run 10, and a
-  # session has 15 minutes of device time in all, the machine's start included.
-  step test_engine timeout 60 "$stage/bin/test_engine"
-  step test_ops timeout 150 "$stage/bin/test_ops"
-  step gradcheck timeout 100 "$stage/bin/gradsphere" gradcheck --device cuda
-  step bench_engine timeout 80 "$stage/bin/gradsphere" bench engine --device cuda
+  local gs="$stage/bin/gradsphere"
+  step nvidia-smi 10 nvidia-smi
+  # Checks first (the CUDA backend issue), then the measurements (the sphere kernels issue).
+  step test_engine 60 "$stage/bin/test_engine"
+  step test_ops 150 "$stage/bin/test_ops"
+  step gradcheck 100 "$gs" gradcheck --device cuda
   # The tiny training run of tests/tools/train_cli_test.sh on the GPU and on the CPU: the skill
   # tables (train_*.log) should agree to f32 rounding of the trajectory.
-  step train_cuda timeout 60 "$stage/bin/gradsphere" train tests/tools/tiny.yaml --out /tmp/gs-train-cuda --overwrite --device cuda
-  step train_cpu timeout 60 "$stage/bin/gradsphere" train tests/tools/tiny.yaml --out /tmp/gs-train-cpu --overwrite
+  step train_cuda 60 "$gs" train tests/tools/tiny.yaml --out /tmp/gs-train-cuda --overwrite --device cuda
+  step train_cpu 60 "$gs" train tests/tools/tiny.yaml --out /tmp/gs-train-cpu --overwrite
+  step rollout_cuda 30 "$gs" rollout /tmp/gs-train-cuda/checkpoint.safetensors --steps 3 --out /tmp/gs-roll-cuda --device cuda
   cp /tmp/gs-train-cuda/metrics.csv "$out/train_cuda_metrics.csv" 2>/dev/null
   cp /tmp/gs-train-cpu/metrics.csv "$out/train_cpu_metrics.csv" 2>/dev/null
+  step bench_engine 60 "$gs" bench engine --device cuda
+  step bench_sht 90 "$gs" bench sht --device cuda --csv "$out/bench_sht_cuda.csv"
+  step bench_train 90 "$gs" bench train --device cuda --csv "$out/bench_train_cuda.csv"
+  if [[ -d "$pack_dir/python/torch_harmonics" ]]; then
+    export PYTHONPATH="$PWD/$pack_dir/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+    step compare_sht 60 python3 tools/compare_cuda.py sht --gs-csv "$out/bench_sht_cuda.csv"
+    step compare_train 60 python3 tools/compare_cuda.py train --gs-csv "$out/bench_train_cuda.csv"
+  else
+    echo "compare_*           skipped: no torch-harmonics in $pack_dir/python (see pack)" | tee -a "$out/summary.txt"
+  fi
   cp "$out/summary.txt" "$results/summary.txt"
   tar -C "$out" -czf "$results/logs.tar.gz" .
   return $status

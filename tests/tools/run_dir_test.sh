@@ -95,7 +95,7 @@ for how in removed replaced; do
   rc=0; timeout 60 tail --pid=$pid -f /dev/null || true; wait $pid || rc=$?
   [[ $rc == 1 ]] || { cat "$work/$how.log"; fail "a run whose directory was $how exited with $rc"; }
   if [[ $how == removed ]]; then text="is gone"; else text="was removed and replaced by another one"; fi
-  grep -qF "the run directory '$work/$how' $text" "$work/$how.log" || fail "message: $(tail -3 "$work/$how.log")"
+  grep -qF "the run directory '$work/$how' $text" "$work/$how.log" || { cat "$work/$how.log"; fail "no '$text' message"; }
 done
 echo "ok: a run directory removed or replaced mid-run ends the run with an error naming it"
 

@@ -5,7 +5,7 @@
 #   3. a rollout from the checkpoint writes NetCDF and PNG maps;
 #   4. a diverging run (huge learning rate) stops with a clear message and keeps its last good checkpoint;
 #   5. configuration errors name the key;
-#   6. --device cuda trains on a GPU (loss falls), or without one is refused with the driver's reason.
+#   6. --device cuda trains (and rolls out) on a GPU, or without one is refused with the driver's reason.
 # Usage: train_cli_test.sh GRADSPHERE_BINARY
 set -euo pipefail
 gs="$1"
@@ -59,6 +59,15 @@ cmp "$work/a/checkpoint.safetensors" "$work/b/checkpoint.safetensors" || fail "a
 ls "$work/roll/maps/"*.png > /dev/null || fail "rollout maps missing"
 grep -q "RMSE" "$work/roll.log" || fail "rollout printed no scores: $(cat "$work/roll.log")"
 echo "ok: rollout wrote NetCDF and maps"
+# The same rollout on a GPU, or without one refused before anything is written.
+if "$gs" rollout "$work/a/checkpoint.safetensors" --steps 3 --out "$work/roll-gpu" --device cuda > "$work/roll-gpu.log" 2>&1; then
+  [[ -s "$work/roll-gpu/rollout.nc" ]] && grep -q "RMSE" "$work/roll-gpu.log" || fail "rollout --device cuda wrote no forecast"
+  echo "ok: rollout --device cuda: $(grep -A2 RMSE "$work/roll-gpu.log" | tail -n 1) (cpu: $(grep -A2 RMSE "$work/roll.log" | tail -n 1))"
+else
+  grep -q "cuda:0 is not available" "$work/roll-gpu.log" || { cat "$work/roll-gpu.log"; fail "rollout --device cuda failed"; }
+  [[ ! -e "$work/roll-gpu" ]] || fail "a refused rollout --device cuda created its output directory"
+  echo "ok: rollout --device cuda without a GPU is refused"
+fi
 
 # 3b. Training from NetCDF: the rollout's truth file (CF coordinates, 4 states) as data, and the
 #     stochastic model.

@@ -6,7 +6,6 @@
 //   allocator     current, peak and reserved bytes after the runs
 #include <fmt/core.h>
 
-#include <algorithm>
 #include <vector>
 
 #include "engine/autograd/grad_mode.h"
@@ -17,6 +16,7 @@
 #include "ops/linalg_cuda.h"
 #include "ops/reduce.h"
 #include "tools/bench/benches.h"
+#include "tools/bench/cuda_timing.h"
 
 namespace gs::tools {
 namespace {
@@ -24,25 +24,6 @@ namespace {
 struct Row {
   std::string what, ours, baseline, ratio;
 };
-
-// Median milliseconds of `body` on the current stream of `d`, by events around each repeat.
-template <typename F>
-double median_ms(Device d, F&& body, int repeats = 9) {
-  body();
-  cuda::synchronize(d);
-  const cuda::Stream s = cuda::current_stream(d.index);
-  std::vector<double> t;
-  for (int i = 0; i < repeats; ++i) {
-    cuda::Event start(d.index, true), stop(d.index, true);
-    start.record(s);
-    body();
-    stop.record(s);
-    stop.synchronize();
-    t.push_back(start.elapsed_ms(stop));
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 Tensor device_randn(const Shape& sizes, uint64_t stream, DType dtype, Device d) {
   return to_device_copy(randn(sizes, {7, stream}, dtype), d);

@@ -34,17 +34,14 @@
 #include "ops/sphere/legendre_recurrence.h"
 #include "ops/sphere/sht.h"
 #include "tools/bench/benches.h"
+#include "tools/bench/sht_cases.h"
 #include "tools/bench/timing.h"
 
 namespace gs::tools {
 namespace {
 
 using sphere::GridKind;
-
-struct Case {
-  GridKind grid;
-  int64_t nlat, nlon, batch;
-};
+using Case = ShtCase;
 
 struct Result {
   std::string grid, dir, dtype;
@@ -97,9 +94,7 @@ std::vector<Result> run_case(const Case& c, DType dtype, double sgemm, bool quic
   Tensor y = sphere::isht(a, spec);
   const double inv_once = seconds_since(t0);
 
-  double sum_l = 0;
-  for (int64_t m = 0; m < spec.mmax; ++m) sum_l += static_cast<double>(std::max<int64_t>(0, spec.lmax - m));
-  const double flops = 2.0 * 2.0 * static_cast<double>(c.batch) * sum_l * static_cast<double>(c.nlat);
+  const double flops = legendre_contraction_flops(spec, c.batch);
 
   // Each direction with each path forced; the automatic choice (per direction: sht uses the
   // analysis table, isht the synthesis table) is timed last, after the
@@ -175,15 +170,7 @@ int bench_sht(const BenchOptions& opt) {
   fmt::print("peak MB: allocator high-water mark during the timed calls (tables + input + outputs); "
              "table MB: the table of that direction; build: that table's build, untimed elsewhere\n\n");
 
-  std::vector<Case> cases;
-  if (opt.quick) {
-    cases = {{GridKind::legendre_gauss, 16, 32, 4}};
-  } else {
-    cases = {{GridKind::equiangular, 64, 128, 64},     {GridKind::equiangular, 181, 360, 16},
-             {GridKind::equiangular, 361, 720, 4},     {GridKind::equiangular, 721, 1440, 1},
-             {GridKind::legendre_gauss, 64, 128, 64},  {GridKind::legendre_gauss, 180, 360, 16},
-             {GridKind::legendre_gauss, 360, 720, 4},  {GridKind::legendre_gauss, 720, 1440, 1}};
-  }
+  const std::vector<Case> cases = sht_bench_cases(opt.quick);
   const std::vector<DType> dtypes = {DType::f32, DType::f64};
 
   fmt::print("| {:<14} | {:>11} | {:>9} | {:>5} | {:<4} | {:<3} | {:>9} | {:>9} | {:>9} | {:>8} | {:>7} | "

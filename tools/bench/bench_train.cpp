@@ -1,4 +1,4 @@
-// `gradsphere bench train [--quick] [--csv FILE]`: one training step of torch-harmonics' example
+// `gradsphere bench train [--device cuda] [--quick] [--csv FILE]`: one training step of torch-harmonics' example
 // SFNO (its defaults: equiangular input, legendre-gauss internal grid, scale_factor 3, 3 -> 3
 // channels, gelu, MLP ratio 2, no norm, no position embedding) with an MSE loss and Adam
 // (gs::models::Adam, lr 1e-3), f32. Per case:
@@ -8,6 +8,10 @@
 //              Adam state, activations saved for backward, gradients and the cached Legendre tables
 //   torch ms   a generic-BLAS PyTorch + torch-harmonics step on this kind of 2-core machine (the
 //              brief's figures, for orientation; tools/compare_train.py measures it side by side)
+// With --device cuda the model is built on the CPU and moved (Module::to), the data lives on the
+// GPU, and every phase ends with a device synchronize, so the times are the GPU's work plus the
+// host's launch overhead; peak MB is the device allocator's. torch-harmonics on the same GPU:
+// tools/compare_cuda.py (the torch ms column is empty there).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/cuda_runtime.h"
 #include "engine/error.h"
 #include "engine/factory.h"
 #include "engine/storage.h"
@@ -51,36 +56,43 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-Result run_case(const Case& c, bool quick) {
+Result run_case(const Case& c, bool quick, Device d) {
   models::SfnoOptions o;  // torch-harmonics' defaults except the sizes
   o.img_size = {c.nlat, c.nlon};
   o.embed_dim = c.embed;
   o.num_layers = c.layers;
   o.seed = 1;
   models::SFNO model(o);
+  model.to(d);  // before the optimizer: its state is allocated on the parameters' device
   models::Adam adam(model.named_parameters(), models::AdamOptions{.lr = 1e-3});
-  Tensor x = randn({c.batch, o.in_chans, c.nlat, c.nlon}, {2024, 1});
-  Tensor target = randn({c.batch, o.out_chans, c.nlat, c.nlon}, {2024, 2});
+  Tensor x = to_device_copy(randn({c.batch, o.in_chans, c.nlat, c.nlon}, {2024, 1}), d);
+  Tensor target = to_device_copy(randn({c.batch, o.out_chans, c.nlat, c.nlon}, {2024, 2}), d);
+  // A phase's time includes its device work: wait for it before reading the clock.
+  auto finish = [&] {
+    if (!d.is_cpu()) cuda::synchronize(d);
+  };
 
   std::vector<double> fwd, bwd, opt;
   auto step = [&](bool record) {
     auto t0 = std::chrono::steady_clock::now();
     Tensor loss = mean(square(sub(model.forward(x), target)));
+    finish();
     const double f = ms_since(t0);
     t0 = std::chrono::steady_clock::now();
     loss.backward();
+    finish();
     const double b = ms_since(t0);
     t0 = std::chrono::steady_clock::now();
     adam.step();
     adam.zero_grad();
+    finish();
     const double a = ms_since(t0);
     if (record) fwd.push_back(f), bwd.push_back(b), opt.push_back(a);
   };
   // Warm-up: Legendre tables, FFTW plans, Adam state, allocator caches.
   step(false);
   step(false);
-  Allocator& alloc = allocator_for(DeviceType::cpu);
-  alloc.reset_peak();
+  reset_peak_memory(d);
   auto t0 = std::chrono::steady_clock::now();
   step(true);
   const double once = ms_since(t0);
@@ -92,27 +104,35 @@ Result run_case(const Case& c, bool quick) {
   r.params = model.num_parameters();
   r.ms_step = 1e3 * s;
   r.ms_fwd = median(fwd), r.ms_bwd = median(bwd), r.ms_adam = median(opt);
-  r.peak_mb = static_cast<double>(alloc.peak_bytes()) / 1e6;
+  r.peak_mb = static_cast<double>(memory_stats(d).peak) / 1e6;
   return r;
 }
 
 }  // namespace
 
 int bench_train(const BenchOptions& opt) {
+  const Device d = parse_device(opt.device);
+  if (!d.is_cpu()) cuda::require_device(d, "bench train --device");
   const int threads = omp_get_max_threads();
-  fmt::print("gradsphere bench train  ({} threads{})\n", threads, opt.quick ? ", quick" : "");
+  fmt::print("gradsphere bench train --device {}  ({} threads{})\n", d, threads, opt.quick ? ", quick" : "");
   fmt::print("torch-harmonics' example SFNO (defaults: equiangular -> legendre-gauss, scale_factor 3, 3 -> 3 "
              "channels, gelu, mlp_ratio 2), f32, MSE loss, Adam lr 1e-3.\n");
   fmt::print("ms/step: forward + backward + Adam step + zero_grad (median); fwd / bwd / adam: the phases; "
              "peak MB: allocator high-water mark over the timed steps.\n");
-  fmt::print("torch ms: generic-BLAS PyTorch + torch-harmonics on a comparable 2-core machine (reference "
-             "figures, not measured here).\n\n");
+  if (d.is_cpu())
+    fmt::print("torch ms: generic-BLAS PyTorch + torch-harmonics on a comparable 2-core machine (reference "
+               "figures, not measured here).\n\n");
+  else
+    fmt::print("each phase ends with a device synchronize; peak MB is {}'s allocator; torch-harmonics on the same "
+               "GPU: tools/compare_cuda.py\n\n", d);
 
   std::vector<Case> cases;
   if (opt.quick)
     cases = {{16, 32, 8, 2, 1, 0.0}};
   else
     cases = {{32, 64, 16, 4, 2, 6.6}, {64, 128, 32, 4, 4, 74.0}, {128, 256, 64, 4, 2, 542.0}};
+  // On a GPU also the sizes it is for: ERA5's 0.25 degree grid with an SFNO of makani's width.
+  if (!d.is_cpu() && !opt.quick) cases.push_back({721, 1440, 256, 8, 1, 0.0});
 
   fmt::print("| {:>11} | {:>5} | {:>6} | {:>5} | {:>8} | {:>9} | {:>8} | {:>8} | {:>8} | {:>8} | {:>8} | {:>7} |\n",
              "nlat x nlon", "embed", "layers", "batch", "params", "ms/step", "fwd", "bwd", "adam", "peak MB",
@@ -120,8 +140,9 @@ int bench_train(const BenchOptions& opt) {
   fmt::print("|{:->13}|{:->7}|{:->8}|{:->7}|{:->10}|{:->11}|{:->10}|{:->10}|{:->10}|{:->10}|{:->10}|{:->9}|\n", ":",
              ":", ":", ":", ":", ":", ":", ":", ":", ":", ":", ":");
   std::vector<Result> all;
-  for (const Case& c : cases) {
-    Result r = run_case(c, opt.quick);
+  for (Case c : cases) {
+    if (!d.is_cpu()) c.torch_ms = 0;  // the reference figures are the CPU's
+    Result r = run_case(c, opt.quick, d);
     fmt::print("| {:>11} | {:>5} | {:>6} | {:>5} | {:>8} | {:>9.2f} | {:>8.2f} | {:>8.2f} | {:>8.2f} | {:>8.2f} | {:>8} "
                "| {:>7} |\n",
                fmt::format("{}x{}", c.nlat, c.nlon), c.embed, c.layers, c.batch, r.params, r.ms_step, r.ms_fwd,

@@ -10,13 +10,14 @@ struct BenchOptions {
   bool quick = false;  // small sizes, for smoke tests in the test suite
   std::string csv;     // if set, also write the results there as CSV (benchmarks that support it)
   bool train_only = false;  // bench dist: only the training step
-  std::string device = "cpu";  // bench engine: cpu, cuda or cuda:N
+  std::string device = "cpu";  // bench engine, sht and train: cpu, cuda or cuda:N
 };
 
 int bench_engine(const BenchOptions& opt);
 int bench_engine_cuda(const BenchOptions& opt, Device d);  // bench_engine_cuda.cpp
 int bench_sht(const BenchOptions& opt);
-int bench_train(const BenchOptions& opt);
+int bench_sht_cuda(const BenchOptions& opt, Device d);  // bench_sht_cuda.cpp
+int bench_train(const BenchOptions& opt);  // on opt.device
 int bench_comm(const BenchOptions& opt);  // run under mpiexec -n N
 int bench_dist(const BenchOptions& opt);  // run under mpiexec -n N
 
