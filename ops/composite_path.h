@@ -1,6 +1,6 @@
-// Composite paths: an op (or an optimizer step) with a native CPU kernel and, on CUDA, a
-// composite of device-generic ops instead (the sphere ops until their CUDA kernels land: batched
-// GEMMs, tensor-op norms; the optimizers' updates) takes the composite when composite_path(t) is
+// Composite paths: an op (or an optimizer step) with a native CPU kernel and, on CUDA, another
+// path instead (the sphere ops: batched GEMMs or hand-written kernels as ops/sphere/device_form.h
+// says, tensor-op norms; the optimizers' updates) takes that path when composite_path(t) is
 // true: on CUDA, and on the CPU inside a CompositePathsOnCpu scope, so the CPU suites run those
 // paths too and compare them with the native kernels.
 #pragma once

@@ -178,6 +178,11 @@ int run_train(const TrainArgs& args) {
                ? fmt::format("The last good checkpoint is {} (step {})", paths.checkpoint.string(), last_checkpoint)
                : std::string("No checkpoint was written yet");
   };
+  // A write into the run directory; where the directory went away during it, the error says so.
+  auto in_run_directory = [&](const char* what, const auto& write) {
+    if (lock) lock->write_checked(what, write);
+    else write();
+  };
   // Every rank gathers the same whole tensors, so every rank sees a non-finite one and they stop together.
   auto save = [&] {
     const models::Checkpoint c = run.checkpoint();
@@ -189,8 +194,7 @@ int run_train(const TrainArgs& args) {
           run.step(), *bad, last_good()));
     }
     if (root) {
-      lock->check_unchanged("the checkpoint");
-      models::save_checkpoint(paths.checkpoint, c);
+      lock->write_checked("the checkpoint", [&] { models::save_checkpoint(paths.checkpoint, c); });
     }
     grid.comm(dist::Group::world)->barrier();
     last_checkpoint = run.step();
@@ -214,13 +218,16 @@ int run_train(const TrainArgs& args) {
       std::vector<CsvCell> row = {step, r.loss, r.lr, r.grad_norm};
       for (double l : r.step_losses) row.emplace_back(l);
       row.emplace_back(seconds_since(t_train));
-      if (metrics) metrics->write_row(row);
+      if (metrics) in_run_directory("this step's metrics", [&] { metrics->write_row(row); });
     }
     if ((cfg.validation.every > 0 && step % cfg.validation.every == 0) || step == total) {
       ValidationScores s = run.validate();
       for (size_t k = 0; k < s.lead_hours.size(); ++k)
         for (size_t c = 0; c < s.variables.size(); ++c)
-          if (val_csv) val_csv->write_row({step, s.lead_hours[k], s.variables[c], s.rmse[k][c], s.persistence[k][c], s.loss});
+          if (val_csv)
+            in_run_directory("the validation scores", [&] {
+              val_csv->write_row({step, s.lead_hours[k], s.variables[c], s.rmse[k][c], s.persistence[k][c], s.loss});
+            });
       bar.message(fmt::format("validation at step {}: loss {:.4g}\n{}", step, s.loss, format_scores(s)));
       last_scores = std::move(s);
     }

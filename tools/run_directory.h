@@ -24,6 +24,18 @@ class RunDirectoryLock {
   // Throws when root no longer exists or is another directory than at lock time (removed and
   // recreated), naming it and `what` was about to be written.
   void check_unchanged(const std::string& what) const;
+  // write() between two such checks: when it fails because the directory went away while it ran
+  // (a rename into a removed directory), the error says so rather than naming the lost file.
+  template <typename F>
+  void write_checked(const std::string& what, F&& write) const {
+    check_unchanged(what);
+    try {
+      write();
+    } catch (...) {
+      check_unchanged(what);
+      throw;
+    }
+  }
   // Removes the temporary files of interrupted atomic writes (".NAME.tmp-*", models/atomic_file.h) in
   // root and its data/ and maps/: with the lock held, no other run can be writing them. Returns how
   // many were removed.

@@ -2,6 +2,7 @@
 // the northern nodes only (the southern ones are their mirror images), one order per task so the
 // build runs on every core and never holds more than one f64 block per thread.
 #include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/legendre_blocked.h"
 #include "ops/sphere/legendre_gemm.h"
 
 #include <omp.h>
@@ -314,7 +315,8 @@ size_t clear_legendre_cache() {
   }
   size_t bytes = 0;
   for (const auto& [key, future] : dropped) bytes += bytes_of(future);  // waits for builds in flight
-  return bytes + detail::clear_dense_legendre_tables();  // their dense copies (the GEMM path's) too
+  // Their device copies too: the GEMM form's dense tables and the blocked form's.
+  return bytes + detail::clear_dense_legendre_tables() + detail::clear_device_blocked_tables();
 }
 
 }  // namespace gs::sphere

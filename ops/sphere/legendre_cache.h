@@ -129,8 +129,8 @@ struct LegendreCacheStats {
 };
 LegendreCacheStats legendre_cache_stats();
 
-// Drops the cache's references and the dense copies made of its tables (legendre_gemm.h);
-// returns the bytes they held.
+// Drops the cache's references and the device copies made of its tables (legendre_gemm.h,
+// legendre_blocked.h); returns the bytes they held.
 size_t clear_legendre_cache();
 
 }  // namespace gs::sphere

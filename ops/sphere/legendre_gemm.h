@@ -1,5 +1,5 @@
-// The Legendre contractions as batched GEMMs: the path of the SHT and the vector SHT on devices
-// without hand-written Legendre kernels (CUDA, until those kernels land; see ops/README.md). Each
+// The Legendre contractions as batched GEMMs: the SHT's and the vector SHT's path on CUDA in the
+// device form `gemm` (device_form.h; the form `kernels` is legendre_blocked.h). Each
 // order's table becomes a dense (lmax, nlat) matrix with both hemispheres written out and zeros
 // where l < m and where the blocked table (legendre_cache.h) dropped negligible values, so the
 // products use exactly the CPU kernels' table values. Written with device-generic tensor ops

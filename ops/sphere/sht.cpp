@@ -13,8 +13,9 @@
 //
 // Kernels: legendre_table_kernels.h streams a cached table (legendre_cache.h); for few fields and
 // large lmax, legendre_recurrence.h computes the same contractions with Pbar_l^m generated on the
-// fly instead (contract() picks the path per call). On CUDA, legendre_gemm.h: batched GEMMs with
-// the same table values written out dense.
+// fly instead (contract() picks the path per call). On CUDA, as device_form.h says:
+// legendre_gemm.h (batched GEMMs with the same table values written out dense) or
+// legendre_blocked.h (kernels that read the blocked table itself).
 #include "ops/sphere/sht.h"
 
 
@@ -29,6 +30,8 @@
 #include "ops/registry.h"
 #include "ops/shape_ops.h"
 #include "ops/sphere/fft.h"
+#include "ops/sphere/device_form.h"
+#include "ops/sphere/legendre_blocked.h"
 #include "ops/sphere/legendre_cache.h"
 #include "ops/sphere/legendre_gemm.h"
 #include "ops/sphere/legendre_recurrence.h"
@@ -62,29 +65,39 @@ Tensor contract(const Tensor& x, const LegendreTableKey& key, Direction dir,
   const int64_t batch = numel_of(out_sizes);
   out_sizes.push_back(rows_out);
   out_sizes.push_back(key.order_count());
-  Tensor out = empty(out_sizes, x.dtype(), x.device());
-  // On CUDA the contraction is a batched GEMM with the dense table (legendre_gemm.h).
-  const bool gemm = composite_path(x);
-  const bool fly = !gemm && use_recurrence(key, batch);
+  // On CUDA the contraction is a batched GEMM with the dense table (legendre_gemm.h) or the
+  // blocked-table kernels (legendre_blocked.h), as device_sphere_form() says.
+  const bool composite = composite_path(x);
+  const bool blocked = composite && device_sphere_form() == DeviceSphereForm::kernels;
+  const bool gemm = composite && !blocked;
+  const bool fly = !composite && use_recurrence(key, batch);
   std::shared_ptr<const LegendreTable> tab;
   if (!fly) tab = held ? std::move(held) : legendre_table_cached(key);
   const Tensor dense = gemm ? detail::dense_legendre_table(tab, x.device()) : Tensor();
-  if (out.numel() > 0 && gemm) {
+  Tensor out;
+  if (numel_of(out_sizes) == 0) {
+    out = empty(out_sizes, x.dtype(), x.device());
+  } else if (gemm) {
     out = detail::legendre_contract_gemm(x, dense, dir == Direction::to_degree);
-  } else if (out.numel() > 0) {
-    const Tensor xc = contiguous_copy(x);
-    dispatch_float(key.dtype, op_name(key.kind, dir), [&]<typename T>() {
-      const std::complex<T>* in = xc.data<std::complex<T>>();
-      std::complex<T>* o = out.data<std::complex<T>>();
-      if (fly) {
-        const std::shared_ptr<const RecurrencePlan> plan = recurrence_plan_cached(key);
-        if (dir == Direction::to_degree) recurrence_to_degree(*plan, in, o, batch);
-        else recurrence_to_latitude(*plan, in, o, batch);
-      } else {
-        if (dir == Direction::to_degree) table_to_degree(*tab, in, o, batch);
-        else table_to_latitude(*tab, in, o, batch);
-      }
-    });
+  } else if (blocked) {
+    out = detail::legendre_contract_blocked(x, tab, dir == Direction::to_degree);
+  } else {
+    out = empty(out_sizes, x.dtype(), x.device());
+    if (out.numel() > 0) {
+      const Tensor xc = contiguous_copy(x);
+      dispatch_float(key.dtype, op_name(key.kind, dir), [&]<typename T>() {
+        const std::complex<T>* in = xc.data<std::complex<T>>();
+        std::complex<T>* o = out.data<std::complex<T>>();
+        if (fly) {
+          const std::shared_ptr<const RecurrencePlan> plan = recurrence_plan_cached(key);
+          if (dir == Direction::to_degree) recurrence_to_degree(*plan, in, o, batch);
+          else recurrence_to_latitude(*plan, in, o, batch);
+        } else {
+          if (dir == Direction::to_degree) table_to_degree(*tab, in, o, batch);
+          else table_to_latitude(*tab, in, o, batch);
+        }
+      });
+    }
   }
   if (should_record({x})) {
     if (tab)

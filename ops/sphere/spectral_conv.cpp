@@ -14,7 +14,8 @@
 //   weight_grad:  grad_x = adjoint(g, G)       grad_g = contract(x, G)
 //
 // The adjoint reads w in place (no conjugated or transposed copy of a large diagonal weight).
-// On CUDA the three contractions are batched GEMMs (spectral_conv_gemm.h), recorded the same way.
+// On CUDA the three contractions are batched GEMMs (spectral_conv_gemm.h) or hand-written kernels
+// (spectral_conv_kernels.h), as device_form.h says, recorded the same way.
 #include "ops/sphere/spectral_conv.h"
 
 #include <omp.h>
@@ -28,7 +29,9 @@
 #include "ops/gemm_cpu.h"
 #include "ops/kernels.h"
 #include "ops/registry.h"
+#include "ops/sphere/device_form.h"
 #include "ops/sphere/spectral_conv_gemm.h"
+#include "ops/sphere/spectral_conv_kernels.h"
 #include "ops/view.h"
 
 namespace gs::sphere {
@@ -227,20 +230,24 @@ Tensor apply_op(const Tensor& x, const Tensor& w, SpectralOperator op, bool adjo
   const Kind kind = adjoint ? Kind::adjoint : Kind::contract;
   check_weight(x, w, op, kind);
   const Dims d{x.size(0), w.size(0), w.size(1), x.size(2), x.size(3)};
-  Tensor y = empty({d.B, adjoint ? d.I : d.O, d.L, d.M}, x.dtype(), x.device());
-  if (y.numel() > 0 && composite_path(x)) {
-    y = detail::spectral_apply_gemm(x, w, op, adjoint);
-  } else if (y.numel() > 0) {
-    Tensor xc = contiguous_copy(x), wc = contiguous_copy(w);
-    dispatch_float_complex(x.dtype(), op_name(op, kind), [&]<typename T>() {
-      if constexpr (is_complex_v<T>) {
-        T *py = y.data<T>(), *px = xc.data<T>(), *pw = wc.data<T>();
-        if (x.size(1) == 0) std::fill(py, py + y.numel(), T(0));
-        else if (op == SpectralOperator::driscoll_healy)
-          adjoint ? dh_apply_kernel<T, true>(py, px, pw, d) : dh_apply_kernel<T, false>(py, px, pw, d);
-        else adjoint ? diagonal_apply_kernel<T, true>(py, px, pw, d) : diagonal_apply_kernel<T, false>(py, px, pw, d);
-      }
-    });
+  Tensor y;
+  if (composite_path(x)) {  // on CUDA: the device form's contraction (device_form.h)
+    y = device_sphere_form() == DeviceSphereForm::kernels ? detail::spectral_apply_kernels(x, w, op, adjoint)
+                                                          : detail::spectral_apply_gemm(x, w, op, adjoint);
+  } else {
+    y = empty({d.B, adjoint ? d.I : d.O, d.L, d.M}, x.dtype(), x.device());
+    if (y.numel() > 0) {
+      Tensor xc = contiguous_copy(x), wc = contiguous_copy(w);
+      dispatch_float_complex(x.dtype(), op_name(op, kind), [&]<typename T>() {
+        if constexpr (is_complex_v<T>) {
+          T *py = y.data<T>(), *px = xc.data<T>(), *pw = wc.data<T>();
+          if (x.size(1) == 0) std::fill(py, py + y.numel(), T(0));
+          else if (op == SpectralOperator::driscoll_healy)
+            adjoint ? dh_apply_kernel<T, true>(py, px, pw, d) : dh_apply_kernel<T, false>(py, px, pw, d);
+          else adjoint ? diagonal_apply_kernel<T, true>(py, px, pw, d) : diagonal_apply_kernel<T, false>(py, px, pw, d);
+        }
+      });
+    }
   }
   if (should_record({x, w})) {
     // grad_x needs w and grad_w needs x: keep only what will be used.
@@ -260,18 +267,22 @@ Tensor apply_op(const Tensor& x, const Tensor& w, SpectralOperator op, bool adjo
 Tensor weight_grad_op(const Tensor& x, const Tensor& g, SpectralOperator op) {
   check_weight_grad_operands(x, g, op);
   const Dims d{x.size(0), x.size(1), g.size(1), x.size(2), x.size(3)};
-  Tensor gw = empty(weight_shape(d.I, d.O, d.L, d.M, op), x.dtype(), x.device());
-  if (gw.numel() > 0 && composite_path(x)) {
-    gw = detail::spectral_weight_grad_gemm(x, g, op);
-  } else if (gw.numel() > 0) {
-    Tensor xc = contiguous_copy(x), gc = contiguous_copy(g);
-    dispatch_float_complex(x.dtype(), op_name(op, Kind::weight_grad), [&]<typename T>() {
-      if constexpr (is_complex_v<T>) {
-        if (d.B == 0 || d.M == 0) std::fill(gw.data<T>(), gw.data<T>() + gw.numel(), T(0));
-        else if (op == SpectralOperator::driscoll_healy) dh_weight_grad_kernel<T>(gw.data<T>(), xc.data<T>(), gc.data<T>(), d);
-        else diagonal_weight_grad_kernel<T>(gw.data<T>(), xc.data<T>(), gc.data<T>(), d);
-      }
-    });
+  Tensor gw;
+  if (composite_path(x)) {  // on CUDA: the device form's contraction (device_form.h)
+    gw = device_sphere_form() == DeviceSphereForm::kernels ? detail::spectral_weight_grad_kernels(x, g, op)
+                                                           : detail::spectral_weight_grad_gemm(x, g, op);
+  } else {
+    gw = empty(weight_shape(d.I, d.O, d.L, d.M, op), x.dtype(), x.device());
+    if (gw.numel() > 0) {
+      Tensor xc = contiguous_copy(x), gc = contiguous_copy(g);
+      dispatch_float_complex(x.dtype(), op_name(op, Kind::weight_grad), [&]<typename T>() {
+        if constexpr (is_complex_v<T>) {
+          if (d.B == 0 || d.M == 0) std::fill(gw.data<T>(), gw.data<T>() + gw.numel(), T(0));
+          else if (op == SpectralOperator::driscoll_healy) dh_weight_grad_kernel<T>(gw.data<T>(), xc.data<T>(), gc.data<T>(), d);
+          else diagonal_weight_grad_kernel<T>(gw.data<T>(), xc.data<T>(), gc.data<T>(), d);
+        }
+      });
+    }
   }
   if (should_record({x, g})) {
     Tensor keep_x = g.requires_grad() ? x : Tensor(), keep_g = x.requires_grad() ? g : Tensor();

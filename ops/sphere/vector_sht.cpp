@@ -34,6 +34,8 @@
 #include "ops/registry.h"
 #include "ops/shape_ops.h"
 #include "ops/sphere/fft.h"
+#include "ops/sphere/device_form.h"
+#include "ops/sphere/legendre_blocked.h"
 #include "ops/sphere/legendre_cache.h"
 #include "ops/sphere/legendre_gemm.h"
 #include "ops/sphere/legendre_table_kernels.h"
@@ -174,9 +176,10 @@ void contract_kernel(Direction dir, const std::complex<T>* in, std::complex<T>* 
   }
 }
 
-// The same combination with tensor ops, for the GEMM path (legendre_gemm.h): pd, pm (..., 2, rows, orders)
-// are the contractions of both components with D and with M.
-Tensor combine_gemm(Direction dir, const Tensor& pd, const Tensor& pm) {
+// The same combination with tensor ops, for the device forms (device_form.h: legendre_gemm.h or
+// legendre_blocked.h): pd, pm (..., 2, rows, orders) are the contractions of both components with
+// D and with M.
+Tensor combine_contractions(Direction dir, const Tensor& pd, const Tensor& pm) {
   NoGradGuard no_grad;
   const int64_t c = pd.dim() - 3;
   const Tensor d0 = select(pd, c, 0), d1 = select(pd, c, 1), m0 = select(pm, c, 0), m1 = select(pm, c, 1);
@@ -202,14 +205,25 @@ Tensor contract(const Tensor& x, const std::shared_ptr<const VectorTable>& tab, 
   out_sizes.push_back(2);
   out_sizes.push_back(rows_out);
   out_sizes.push_back(key.order_count());
-  Tensor out = empty(out_sizes, x.dtype(), x.device());
-  const bool gemm = composite_path(x);
+  // On CUDA: the dense GEMM form or the blocked-table kernels (legendre_blocked.h), each run once
+  // with the D table and once with the M table, then combined.
+  const bool composite = composite_path(x);
+  const bool blocked = composite && device_sphere_form() == DeviceSphereForm::kernels;
+  const bool gemm = composite && !blocked;
   const Tensor dense_d = gemm ? detail::dense_legendre_table(tab->d, x.device()) : Tensor();
   const Tensor dense_m = gemm ? detail::dense_legendre_table(tab->m, x.device()) : Tensor();
-  if (out.numel() > 0 && gemm) {
-    out = combine_gemm(dir, detail::legendre_contract_gemm(x, dense_d, dir == Direction::to_degree),
-                       detail::legendre_contract_gemm(x, dense_m, dir == Direction::to_degree));
-  } else if (out.numel() > 0) {
+  const bool to_degree = dir == Direction::to_degree;
+  Tensor out;
+  if (numel_of(out_sizes) == 0) {
+    out = empty(out_sizes, x.dtype(), x.device());
+  } else if (gemm) {
+    out = combine_contractions(dir, detail::legendre_contract_gemm(x, dense_d, to_degree),
+                       detail::legendre_contract_gemm(x, dense_m, to_degree));
+  } else if (blocked) {
+    out = combine_contractions(dir, detail::legendre_contract_blocked(x, tab->d, to_degree),
+                       detail::legendre_contract_blocked(x, tab->m, to_degree));
+  } else {
+    out = empty(out_sizes, x.dtype(), x.device());
     const Tensor xc = contiguous_copy(x);
     Tensor pd = empty(out_sizes, x.dtype(), x.device()), pm = empty(out_sizes, x.dtype(), x.device());
     dispatch_float(key.dtype, op_name(key.kind, dir), [&]<typename T>() {

@@ -12,27 +12,29 @@
 
 #include "ops/composite_path.h"
 #include "ops/ops.h"
+#include "ops/sphere/device_form.h"
 #include "ops/sphere/legendre_gemm.h"
 #include "ops/sphere/neighbours_math.h"
 #include "ops/sphere/sfno_blocks.h"
 #include "ops/sphere/sht.h"
 #include "ops/sphere/sht_common.h"
+#include "tests/ops/path_check.h"
 
 namespace {
 
 const gs::RandomKey kKey{4321, 7};
 
-// max |a - b| / max(1, max |a|) over two tensors of one shape.
-double relative_difference(const gs::Tensor& a, const gs::Tensor& b) {
-  REQUIRE(a.sizes() == b.sizes());
-  const auto va = a.to_vector<gs::c128>(), vb = b.to_vector<gs::c128>();
-  double diff = 0.0, scale = 1.0;
-  for (size_t i = 0; i < va.size(); ++i) {
-    diff = std::max(diff, std::abs(va[i] - vb[i]));
-    scale = std::max(scale, std::abs(va[i]));
-  }
-  return diff / scale;
-}
+// While it lives: the composite paths on this thread's CPU, in the gemm form (whatever
+// GS_DEVICE_SPHERE says; the kernels form has its own suite, test_sphere_device_kernels.cpp).
+class GemmCompositePaths {
+ public:
+  GemmCompositePaths() : prev_(gs::sphere::set_device_sphere_form(gs::sphere::DeviceSphereForm::gemm)) {}
+  ~GemmCompositePaths() { gs::sphere::set_device_sphere_form(prev_); }
+
+ private:
+  gs::sphere::DeviceSphereForm prev_;
+  gs::CompositePathsOnCpu composite_;
+};
 
 // The ops that have a composite path (the rest of ops/sphere/ is built from other ops, or, for the
 // 3x3 stencil, has CUDA kernels of its own).
@@ -47,27 +49,7 @@ const char* const kCompositeOps[] = {
 }  // namespace
 
 TEST_CASE("composite paths: every sphere op's composite path matches its CPU kernels and passes gradcheck") {
-  for (const char* name : kCompositeOps) {
-    const gs::OpInfo* op = gs::OpRegistry::find(name);
-    REQUIRE_MESSAGE(op != nullptr, std::string(name));
-    for (const auto& smp : op->samples(kKey)) {
-      INFO("op '" << std::string(name) << "', sample '" << smp.label << "'");
-      const std::vector<gs::Tensor> native = op->fn(smp.inputs);
-      gs::CompositePathsOnCpu composite;
-      const std::vector<gs::Tensor> comp = op->fn(smp.inputs);
-      REQUIRE(comp.size() == native.size());
-      for (size_t i = 0; i < comp.size(); ++i) {
-        CHECK(comp[i].dtype() == native[i].dtype());
-        CHECK(relative_difference(native[i], comp[i]) < 1e-12);
-      }
-      const auto first = gs::gradcheck(op->fn, smp.inputs, op->tolerances);
-      CHECK_MESSAGE(first.ok, "gradcheck: " << first.failure);
-      if (op->second_order) {
-        const auto second = gs::gradgradcheck(op->fn, smp.inputs, op->tolerances);
-        CHECK_MESSAGE(second.ok, "gradgradcheck: " << second.failure);
-      }
-    }
-  }
+  for (const char* name : kCompositeOps) gs_test::check_samples_in_scope<GemmCompositePaths>(name, kKey, 1e-12);
 }
 
 TEST_CASE("composite paths: the GEMM Legendre contraction equals the table kernels in f32, on a larger grid") {
@@ -76,12 +58,12 @@ TEST_CASE("composite paths: the GEMM Legendre contraction equals the table kerne
   const gs::Tensor a = gs::sphere::sht(f, spec);
   gs::Tensor a_comp, f_comp;
   {
-    gs::CompositePathsOnCpu composite;
+    GemmCompositePaths composite;
     a_comp = gs::sphere::sht(f, spec);
     f_comp = gs::sphere::isht(a_comp, spec);
   }
-  CHECK(relative_difference(a, a_comp) < 1e-5);
-  CHECK(relative_difference(gs::sphere::isht(a, spec), f_comp) < 1e-5);
+  CHECK(gs_test::relative_difference(a, a_comp) < 1e-5);
+  CHECK(gs_test::relative_difference(gs::sphere::isht(a, spec), f_comp) < 1e-5);
 }
 
 TEST_CASE("composite paths: the dense Legendre table is cached per table and device, and read-only") {

@@ -3,17 +3,21 @@
 // events. Each figure stands next to a baseline measured in the same run on the same GPU:
 //   ms/call    median of one call on the whole batch
 //   GFLOP/s    bench_sht's count: 2*2*batch*sum_{m<mmax}(lmax-m)*nlat (the dense complex-by-real
-//              Legendre contraction; the FFT is in the time, not in the count)
+//              Legendre contraction; the FFT is in the time, not in the count). An effective rate
+//              in either form: the GEMMs also multiply the l < m zeros, the kernels about half
+//              of the count (the equatorial symmetry)
 //   % gemm     that rate against a square cuBLAS GEMM of the same dtype, 4096^3 (2048^3 quick)
-//   GB/s       bytes the call must move at least: its input, its output and the dense Legendre
-//              table it reads, per second
+//   GB/s       bytes the call must move at least: its input, its output and the Legendre table
+//              of the form it runs (table MB below), per second
 //   % copy     that rate against a device-to-device copy of 1 GiB (64 MiB quick)
 //   peak MB    the device allocator's high-water mark over the timed calls: the cached table, the
 //              input, the output and the intermediates (FFT output, permuted copies)
-//   table MB   the dense (mmax, lmax, nlat) table of that direction on the device
-// The path is the one every CUDA SHT takes today: cuFFT along longitude, then the Legendre
-// contraction as batched GEMMs (ops/sphere/legendre_gemm.h). torch-harmonics on the same GPU, side
-// by side: tools/compare_cuda.py.
+//   table MB   that direction's table on the device: dense (mmax, lmax, nlat) for gemm, the CPU's
+//              blocked table (northern rows, l >= m) for kernels
+// The path: cuFFT along longitude, then the Legendre contraction in the process's device form
+// (ops/sphere/device_form.h): batched GEMMs on dense tables (gemm, the default) or the
+// blocked-table kernels (GS_DEVICE_SPHERE=kernels); table MB is that form's table. torch-harmonics
+// on the same GPU, side by side: tools/compare_cuda.py.
 #include <fmt/core.h>
 
 #include <cstdio>
@@ -26,6 +30,7 @@
 #include "engine/factory.h"
 #include "engine/storage.h"
 #include "ops/linalg_cuda.h"
+#include "ops/sphere/device_form.h"
 #include "ops/sphere/legendre_cache.h"
 #include "ops/sphere/sht.h"
 #include "tools/bench/benches.h"
@@ -76,7 +81,8 @@ std::vector<Result> run_case(const Case& c, DType dtype, const Baselines& base, 
   sphere::clear_legendre_cache();
   const sphere::ShtSpec spec = sphere::make_sht_spec(c.grid, c.nlat, c.nlon);
   const double esize = static_cast<double>(dtype_size(dtype));
-  const double table_bytes = static_cast<double>(spec.mmax) * spec.lmax * spec.nlat * esize;
+  const bool blocked = sphere::device_sphere_form() == sphere::DeviceSphereForm::kernels;
+  const double dense_bytes = static_cast<double>(spec.mmax) * spec.lmax * spec.nlat * esize;
   const double flops = legendre_contraction_flops(spec, c.batch);
 
   Tensor x = device_randn({c.batch, c.nlat, c.nlon}, 7, dtype, d);
@@ -99,6 +105,8 @@ std::vector<Result> run_case(const Case& c, DType dtype, const Baselines& base, 
     r.ms_call = ms;
     r.gflops = flops / (ms * 1e-3) / 1e9;
     r.pct_gemm = 100.0 * r.gflops / base.gemm_gflops[dtype == DType::f32 ? 0 : 1];
+    const double table_bytes =
+        blocked ? static_cast<double>(sphere::sht_table_bytes(spec, dtype, fwd)) : dense_bytes;
     r.gbs = (grid_bytes + coeff_bytes + table_bytes) / (ms * 1e-3) / 1e9;
     r.pct_copy = 100.0 * r.gbs / base.copy_gbs;
     r.peak_mb = static_cast<double>(memory_stats(d).peak) / 1e6;
@@ -114,8 +122,11 @@ std::vector<Result> run_case(const Case& c, DType dtype, const Baselines& base, 
 int bench_sht_cuda(const BenchOptions& opt, Device d) {
   cuda::require_device(d, "bench sht --device");
   fmt::print("gradsphere bench sht --device {}{}\n", d, opt.quick ? "  (quick)" : "");
-  fmt::print("path: cuFFT + the Legendre contraction as batched cuBLAS GEMMs (dense per-order tables); "
-             "TF32 {}\n", allow_tf32() ? "on" : "off");
+  const bool blocked = sphere::device_sphere_form() == sphere::DeviceSphereForm::kernels;
+  const char* form = sphere::device_sphere_form_name(sphere::device_sphere_form());
+  fmt::print("path: cuFFT + the Legendre contraction in the {} form ({}); TF32 {}\n", form,
+             blocked ? "blocked-table kernels, GS_DEVICE_SPHERE=kernels" : "batched cuBLAS GEMMs on dense tables",
+             allow_tf32() ? "on" : "off");
   const Baselines base = measure_baselines(d, opt.quick);
   fmt::print("same run: D2D copy {:.0f} GB/s; cuBLAS GEMM {:.0f} GFLOP/s (f32), {:.0f} GFLOP/s (f64)\n\n",
              base.copy_gbs, base.gemm_gflops[0], base.gemm_gflops[1]);
@@ -147,10 +158,11 @@ int bench_sht_cuda(const BenchOptions& opt, Device d) {
   if (!opt.csv.empty()) {
     std::FILE* f = std::fopen(opt.csv.c_str(), "w");
     if (!f) fail("bench sht --device: cannot open '{}' for writing", opt.csv);
-    fmt::print(f, "grid,nlat,nlon,lmax,mmax,batch,dir,dtype,device,ms_call,gflops,gemm_gflops,gbs,copy_gbs,peak_mb,table_mb\n");
+    fmt::print(f, "grid,nlat,nlon,lmax,mmax,batch,dir,dtype,device,form,ms_call,gflops,gemm_gflops,gbs,copy_gbs,peak_mb,"
+                  "table_mb\n");
     for (const Result& r : all)
-      fmt::print(f, "{},{},{},{},{},{},{},{},{},{:.6f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f}\n", r.grid, r.nlat, r.nlon,
-                 r.lmax, r.mmax, r.batch, r.dir, r.dtype, d, r.ms_call, r.gflops,
+      fmt::print(f, "{},{},{},{},{},{},{},{},{},{},{:.6f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f}\n", r.grid, r.nlat,
+                 r.nlon, r.lmax, r.mmax, r.batch, r.dir, r.dtype, d, form, r.ms_call, r.gflops,
                  base.gemm_gflops[r.dtype == "f32" ? 0 : 1], r.gbs, base.copy_gbs, r.peak_mb, r.table_mb);
     std::fclose(f);
     fmt::print("\nwrote {}\n", opt.csv);
