@@ -266,15 +266,14 @@ std::vector<Tensor> norm_backward_fused(const NormPlan& pl, const Tensor& x, con
 // The recorded op. weight and bias (C) may be undefined.
 Tensor fused_norm(const NormPlan& pl, const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const int64_t P = pl.H * pl.W;
-  Tensor y = empty(x.sizes(), x.dtype(), x.device());
   Shape stat_sizes = pl.axis == NormAxis::channels ? Shape{pl.B, 1, pl.H, pl.W} : Shape{pl.B, pl.C, 1, 1};
   // On CUDA the forward and backward are tensor ops (the fused kernels are CPU code): no statistics kept.
   const bool ops_path = composite_path(x);
+  const bool compute = x.numel() > 0 && P > 0;
   Tensor mean = ops_path ? Tensor() : empty(stat_sizes, DType::f64, x.device());
   Tensor rstd = ops_path ? Tensor() : empty(stat_sizes, DType::f64, x.device());
-  if (x.numel() > 0 && P > 0 && ops_path) {
-    y = norm_forward_ops(pl, x, weight, bias);
-  } else if (x.numel() > 0 && P > 0) {
+  Tensor y = compute && ops_path ? norm_forward_ops(pl, x, weight, bias) : empty(x.sizes(), x.dtype(), x.device());
+  if (compute && !ops_path) {
     Tensor xc = contiguous_copy(x);
     Tensor wc = weight.defined() ? contiguous_copy(weight) : Tensor(), bc = bias.defined() ? contiguous_copy(bias) : Tensor();
     dispatch_float(x.dtype(), pl.name, [&]<typename T>() {
