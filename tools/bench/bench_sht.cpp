@@ -33,6 +33,7 @@
 #include "ops/sphere/legendre_cache.h"
 #include "ops/sphere/legendre_recurrence.h"
 #include "ops/sphere/sht.h"
+#include "tools/bench/bench_csv.h"
 #include "tools/bench/benches.h"
 #include "tools/bench/sht_cases.h"
 #include "tools/bench/timing.h"
@@ -193,18 +194,17 @@ int bench_sht(const BenchOptions& opt) {
     }
   }
 
-  if (!opt.csv.empty()) {
-    std::FILE* f = std::fopen(opt.csv.c_str(), "w");
-    if (!f) fail("bench sht: cannot open '{}' for writing", opt.csv);
-    fmt::print(f, "grid,nlat,nlon,lmax,mmax,batch,dir,dtype,threads,build_ms,ms_call,ms_field,gflops,"
-                  "sgemm_gflops,peak_mb,table_mb,path,table_ms,fly_ms\n");
-    for (const auto& r : all)
-      fmt::print(f, "{},{},{},{},{},{},{},{},{},{:.3f},{:.6f},{:.6f},{:.3f},{:.3f},{:.3f},{:.3f},{},{:.6f},{:.6f}\n", r.grid, r.nlat,
-                 r.nlon, r.lmax, r.mmax, r.batch, r.dir, r.dtype, threads, r.build_ms, r.ms_call, r.ms_field, r.gflops,
-                 sgemm, r.peak_mb, r.table_mb, r.path, r.table_ms, r.fly_ms);
-    std::fclose(f);
-    fmt::print("\nwrote {}\n", opt.csv);
-  }
+  if (!opt.csv.empty())
+    write_bench_csv(opt.csv, "bench sht",
+                    "grid,nlat,nlon,lmax,mmax,batch,dir,dtype,threads,build_ms,ms_call,ms_field,gflops,sgemm_gflops,"
+                    "peak_mb,table_mb,path,table_ms,fly_ms",
+                    [&](std::FILE* f) {
+                      for (const auto& r : all)
+                        fmt::print(f, "{},{},{},{},{},{},{},{},{},{:.3f},{:.6f},{:.6f},{:.3f},{:.3f},{:.3f},{:.3f},{},{:.6f},{:.6f}\n",
+                                   r.grid, r.nlat, r.nlon, r.lmax, r.mmax, r.batch, r.dir, r.dtype, threads, r.build_ms,
+                                   r.ms_call, r.ms_field, r.gflops, sgemm, r.peak_mb, r.table_mb, r.path, r.table_ms,
+                                   r.fly_ms);
+                    });
   return 0;
 }
 

@@ -33,6 +33,7 @@
 #include "ops/sphere/device_form.h"
 #include "ops/sphere/legendre_cache.h"
 #include "ops/sphere/sht.h"
+#include "tools/bench/bench_csv.h"
 #include "tools/bench/benches.h"
 #include "tools/bench/cuda_timing.h"
 #include "tools/bench/sht_cases.h"
@@ -155,18 +156,17 @@ int bench_sht_cuda(const BenchOptions& opt, Device d) {
       }
     }
   }
-  if (!opt.csv.empty()) {
-    std::FILE* f = std::fopen(opt.csv.c_str(), "w");
-    if (!f) fail("bench sht --device: cannot open '{}' for writing", opt.csv);
-    fmt::print(f, "grid,nlat,nlon,lmax,mmax,batch,dir,dtype,device,form,ms_call,gflops,gemm_gflops,gbs,copy_gbs,peak_mb,"
-                  "table_mb\n");
-    for (const Result& r : all)
-      fmt::print(f, "{},{},{},{},{},{},{},{},{},{},{:.6f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f}\n", r.grid, r.nlat,
-                 r.nlon, r.lmax, r.mmax, r.batch, r.dir, r.dtype, d, form, r.ms_call, r.gflops,
-                 base.gemm_gflops[r.dtype == "f32" ? 0 : 1], r.gbs, base.copy_gbs, r.peak_mb, r.table_mb);
-    std::fclose(f);
-    fmt::print("\nwrote {}\n", opt.csv);
-  }
+  if (!opt.csv.empty())
+    write_bench_csv(opt.csv, "bench sht --device",
+                    "grid,nlat,nlon,lmax,mmax,batch,dir,dtype,device,form,ms_call,gflops,gemm_gflops,gbs,copy_gbs,"
+                    "peak_mb,table_mb",
+                    [&](std::FILE* f) {
+                      for (const Result& r : all)
+                        fmt::print(f, "{},{},{},{},{},{},{},{},{},{},{:.6f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f}\n",
+                                   r.grid, r.nlat, r.nlon, r.lmax, r.mmax, r.batch, r.dir, r.dtype, d, form, r.ms_call,
+                                   r.gflops, base.gemm_gflops[r.dtype == "f32" ? 0 : 1], r.gbs, base.copy_gbs,
+                                   r.peak_mb, r.table_mb);
+                    });
   return 0;
 }
 

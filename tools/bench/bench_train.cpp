@@ -30,6 +30,7 @@
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 #include "ops/sphere/legendre_cache.h"
+#include "tools/bench/bench_csv.h"
 #include "tools/bench/benches.h"
 #include "tools/bench/timing.h"
 
@@ -153,18 +154,16 @@ int bench_train(const BenchOptions& opt) {
     sphere::clear_legendre_cache();
   }
 
-  if (!opt.csv.empty()) {
-    std::FILE* f = std::fopen(opt.csv.c_str(), "w");
-    if (!f) fail("bench train: cannot open '{}' for writing", opt.csv);
-    fmt::print(f, "nlat,nlon,embed_dim,num_layers,batch,params,threads,ms_step,ms_forward,ms_backward,ms_adam,peak_mb,"
-                  "torch_ms_reference\n");
-    for (const auto& r : all)
-      fmt::print(f, "{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.1f}\n", r.c.nlat, r.c.nlon, r.c.embed,
-                 r.c.layers, r.c.batch, r.params, threads, r.ms_step, r.ms_fwd, r.ms_bwd, r.ms_adam, r.peak_mb,
-                 r.c.torch_ms);
-    std::fclose(f);
-    fmt::print("\nwrote {}\n", opt.csv);
-  }
+  if (!opt.csv.empty())
+    write_bench_csv(opt.csv, "bench train",
+                    "nlat,nlon,embed_dim,num_layers,batch,params,threads,ms_step,ms_forward,ms_backward,ms_adam,peak_mb,"
+                    "torch_ms_reference",
+                    [&](std::FILE* f) {
+                      for (const auto& r : all)
+                        fmt::print(f, "{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.1f}\n", r.c.nlat,
+                                   r.c.nlon, r.c.embed, r.c.layers, r.c.batch, r.params, threads, r.ms_step, r.ms_fwd,
+                                   r.ms_bwd, r.ms_adam, r.peak_mb, r.c.torch_ms);
+                    });
   return 0;
 }
 
