@@ -62,7 +62,7 @@ Tensor gather_kernel(const Tensor& x, int64_t dim, int64_t global, Communicator&
   std::vector<int64_t> counts(n);
   for (int r = 0; r < n; ++r) counts[r] = split_block(global, n, r).count * rest_elems;
   front[0] = global;
-  Tensor recv = empty(front, x.dtype());
+  Tensor recv = empty(front, x.dtype(), x.device());
   comm.all_gather(reshape(send, {send.numel()}), reshape(recv, {recv.numel()}), counts);
   return dim == 0 ? recv : fresh(permute(recv, inverse_perm(perm)));
 }
@@ -97,8 +97,8 @@ Tensor transpose_kernel(const Tensor& x, int64_t from, int64_t to, int64_t from_
     recv_shapes[p][to] = my_to.count;
     recv_counts[p] = numel_of(recv_shapes[p]);
   }
-  Tensor send = empty({std::accumulate(send_counts.begin(), send_counts.end(), int64_t{0})}, x.dtype());
-  Tensor recv = empty({std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0})}, x.dtype());
+  Tensor send = empty({std::accumulate(send_counts.begin(), send_counts.end(), int64_t{0})}, x.dtype(), x.device());
+  Tensor recv = empty({std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0})}, x.dtype(), x.device());
   int64_t off = 0;
   for (int p = 0; p < n; ++p) {
     const Block b = split_block(to_global, n, p);
@@ -113,7 +113,7 @@ Tensor transpose_kernel(const Tensor& x, int64_t from, int64_t to, int64_t from_
   Shape out_shape = x.sizes();
   out_shape[from] = from_global;
   out_shape[to] = my_to.count;
-  Tensor out = empty(out_shape, x.dtype());
+  Tensor out = empty(out_shape, x.dtype(), x.device());
   off = 0;
   for (int p = 0; p < n; ++p) {
     const Block b = split_block(from_global, n, p);

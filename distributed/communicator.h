@@ -1,7 +1,9 @@
-// Communicators: one interface for moving tensors between the ranks of a group (single-process and
-// MPI today, NCCL later). Operations take tensors, not pointers, so a backend can accept device
-// tensors; the non-blocking forms return a handle to wait on (NCCL will back it with a CUDA event on
-// the tensors' stream). Every operation:
+// Communicators: one interface for moving tensors between the ranks of a group: one process, MPI
+// and NCCL (distributed/nccl_communicator.h). Operations take tensors, not pointers: each backend
+// moves the tensors of the devices it accepts() itself (MPI: CPU; NCCL: its GPU, no host staging;
+// one process: any) and any other tensor is staged through staging_device() (MPI moves GPU tensors
+// through the host, NCCL moves a CPU tensor through its GPU). The non-blocking forms return a
+// handle to wait on. Every operation:
 //   - checks dtype, contiguity, device and counts, and names what it expected and received;
 //   - writes results through the version counter (an in-place write: the received tensor's version
 //     bumps, and a read-only tensor such as a cached Legendre table is refused);
@@ -14,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -30,6 +33,12 @@ class Work {
   virtual ~Work() = default;
   virtual void wait() = 0;
   virtual bool test() = 0;
+
+ protected:
+  // For the destructors of handles: one dropped unwaited still owns buffers the transfer writes (or
+  // results to copy back), so it completes first. Not while an exception unwinds, and errors are
+  // dropped: a destructor must not throw.
+  void complete_unwaited(bool done) noexcept;
 };
 using WorkHandle = std::unique_ptr<Work>;
 
@@ -86,6 +95,12 @@ class Communicator {
   void exchange(const std::vector<PeerTransfer>& legs, int tag = 0);
   void barrier();
 
+  // Whether this backend moves tensors on `d` itself. A tensor elsewhere is copied to
+  // staging_device() for the operation, and its results are copied back when the operation
+  // completes (on wait(), or on a test() that reports completion).
+  virtual bool accepts(Device d) const { return d.is_cpu(); }
+  virtual Device staging_device() const { return Device::cpu(); }
+
   // How long a blocking wait may take before the job is aborted (GS_COMM_TIMEOUT, default 600 s).
   std::chrono::duration<double> timeout() const { return timeout_; }
   void set_timeout(std::chrono::duration<double> t);
@@ -95,8 +110,8 @@ class Communicator {
  protected:
   explicit Communicator(std::string name);
 
-  // Backend hooks, called after validation with contiguous CPU buffers. `call` names the collective
-  // for timeouts and errors.
+  // Backend hooks, called after validation with contiguous buffers on a device the backend
+  // accepts(). `call` names the collective for timeouts and errors.
   struct Call {
     std::string what;  // "all_reduce(sum) f64 x 24": for messages
     uint64_t seq = 0;
@@ -117,11 +132,17 @@ class Communicator {
   // Replica checker: every rank of the group states which collective it is about to run; the backend
   // throws (on every rank) when they differ.
   virtual void check_same_call(const Call& c) = 0;
+  // The replica checker's verdict on what every rank stated: records[r] = (sequence number, key)
+  // of rank r. Throws, naming the first rank that differs from rank 0 and both calls.
+  void check_records_agree(const std::vector<std::pair<uint64_t, std::string>>& records) const;
 
   std::chrono::duration<double> timeout_;
 
  private:
   Call begin(std::string what, std::string key = {});
+  // The handle of an operation started on staged copies: pairs of (caller's tensor, staged copy)
+  // whose staged values are copied back when it completes.
+  static WorkHandle staged(WorkHandle inner, std::vector<std::pair<Tensor, Tensor>> copy_back);
   std::string name_;
   uint64_t calls_ = 0;
 };

@@ -160,6 +160,10 @@ std::vector<std::pair<int64_t, Tensor>> swap_points(const ProcessGrid& grid,
 
 Tensor halo_forward_kernel(const Tensor& x, const ProcessGrid& grid, const HaloPlan& plan) {
   NoGradGuard ng;
+  // The point lists are applied on the host: a device tensor goes there and back (halo columns are
+  // a thin slice of the tile, and the exchange itself would be staged by a host communicator).
+  if (!x.device().is_cpu())
+    return to_device_copy(halo_forward_kernel(to_device_copy(x.detach(), Device::cpu()), grid, plan), x.device());
   Tensor src = contiguous_copy(x.detach());
   const size_t es = dtype_size(x.dtype());
   const int64_t lead = x.numel() / (plan.rows * plan.cols);
@@ -188,6 +192,8 @@ Tensor halo_forward_kernel(const Tensor& x, const ProcessGrid& grid, const HaloP
 
 Tensor halo_adjoint_kernel(const Tensor& g, const ProcessGrid& grid, const HaloPlan& plan) {
   NoGradGuard ng;
+  if (!g.device().is_cpu())  // on the host, as the forward
+    return to_device_copy(halo_adjoint_kernel(to_device_copy(g.detach(), Device::cpu()), grid, plan), g.device());
   Tensor src = contiguous_copy(g.detach());
   const size_t es = dtype_size(g.dtype());
   const int64_t out_plane = plan.rows * plan.cols, in_plane = plan.ext_rows * plan.ext_cols;

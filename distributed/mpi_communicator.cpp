@@ -118,15 +118,7 @@ class MpiWork : public Work {
           std::vector<Tensor> keep, Counts a, Counts b)
       : requests_{req}, call_(std::move(call)), group_(std::move(group)), timeout_(timeout), keep_(std::move(keep)),
         a_(std::move(a)), b_(std::move(b)) {}
-  ~MpiWork() override {
-    // A handle dropped unwaited still owns buffers MPI writes into: complete it first.
-    if (!done_ && !std::uncaught_exceptions()) {
-      try {
-        wait();
-      } catch (...) {
-      }
-    }
-  }
+  ~MpiWork() override { complete_unwaited(done_); }
   void wait() override {
     if (done_) return;
     wait_all(requests_, call_, group_, timeout_);
@@ -257,12 +249,9 @@ class MpiCommunicator : public Communicator {
           "replica checker: call check before " + c.what);
     std::vector<MPI_Request> reqs{req};
     wait_all(reqs, "replica checker: call check before " + c.what, describe(), timeout_);
-    for (int r = 1; r < size_; ++r) {
-      if (all[r].seq != all[0].seq || std::strcmp(all[r].what, all[0].what) != 0)
-        fail("replica checker: ranks reached different collectives on group '{}': rank 0 is at call #{} '{}' while "
-             "rank {} is at call #{} '{}' (every rank must issue the same collectives in the same order)",
-             name(), all[0].seq, all[0].what, r, all[r].seq, all[r].what);
-    }
+    std::vector<std::pair<uint64_t, std::string>> records;
+    for (const Record& r : all) records.emplace_back(r.seq, std::string(r.what, strnlen(r.what, sizeof(r.what))));
+    check_records_agree(records);
   }
 
  private:

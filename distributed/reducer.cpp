@@ -47,6 +47,10 @@ void check_parameters(const std::vector<ReducedParameter>& params) {
     GS_CHECK(d.h_dim < p.tensor.dim() && d.w_dim < p.tensor.dim() && (d.h_dim < 0 || d.h_dim != d.w_dim),
              "GradientReducer: parameter '{}' ({}) is declared {}, but has no such dims", p.name, p.tensor.meta_str(),
              d.str());
+    // One device for all: a bucket is one flat tensor, reduced where the gradients are.
+    GS_CHECK(p.tensor.device() == params[0].tensor.device(),
+             "GradientReducer: parameter '{}' is on {} but parameter '{}' is on {}; expected one device for all",
+             p.name, p.tensor.device(), params[0].name, params[0].tensor.device());
     for (size_t j = 0; j < i; ++j)
       GS_CHECK(!params[j].tensor.is_same(p.tensor), "GradientReducer: parameters '{}' and '{}' are the same tensor",
                params[j].name, p.name);
@@ -121,7 +125,8 @@ struct GradientReducer::State : std::enable_shared_from_this<State> {
     NoGradGuard ng;
     Bucket& b = buckets[bi];
     const int64_t n = static_cast<int64_t>(b.params.size());
-    b.flat = zeros({b.elems + n}, b.dtype);
+    const Device device = params[b.params[0]].tensor.device();
+    b.flat = zeros({b.elems + n}, b.dtype, device);
     int64_t off = 0;
     std::vector<double> flags;
     for (int64_t q = 0; q < n; ++q) {
@@ -136,7 +141,7 @@ struct GradientReducer::State : std::enable_shared_from_this<State> {
       flags.push_back(g.defined() ? 1.0 : 0.0);
       off += t.numel();
     }
-    copy_values(narrow(b.flat, 0, b.elems, n), from_vector(flags));
+    copy_values(narrow(b.flat, 0, b.elems, n), to_device_copy(from_vector(flags), device));
     b.work = grid.comm(b.group)->all_reduce_async(b.flat, ReduceOp::sum);
     stats.buckets_launched++;
     stats.bytes_reduced += static_cast<int64_t>(b.flat.numel() * dtype_size(b.dtype));

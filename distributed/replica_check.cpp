@@ -21,7 +21,8 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603u
 void check_replicated(const Tensor& t, Communicator& comm, const std::string& what) {
   if (comm.size() == 1) return;
   NoGradGuard no_grad;
-  Tensor c = contiguous_copy(t.detach());
+  // Compared on the host: the hash and the differences are computed there.
+  Tensor c = t.device().is_cpu() ? contiguous_copy(t.detach()) : to_device_copy(t.detach(), Device::cpu());
   uint64_t h = fnv1a(c.raw_data(), c.numel() * dtype_size(c.dtype()));
   h = fnv1a(t.sizes().data(), t.sizes().size() * sizeof(int64_t), h);
   // (hash, numel) of every rank

@@ -6,7 +6,9 @@
 #include <cmath>
 
 #include "distributed/collectives.h"
+#include "distributed/nccl_communicator.h"
 #include "distributed/reducer.h"
+#include "engine/cuda_runtime.h"
 #include "engine/factory.h"
 #include "ops/ops.h"
 #include "tests/distributed/dist_test_util.h"
@@ -24,6 +26,11 @@ struct Problem {
   Tensor area;   // (H)
   Tensor w0, sh0, sw0;  // initial parameter values: (C, C), (H), (W)
 };
+
+Problem on_device(Problem p, Device dev) {
+  for (Tensor* t : {&p.x, &p.area, &p.w0, &p.sh0, &p.sw0}) *t = to_device_copy(*t, dev);
+  return p;
+}
 
 Problem make_problem() {
   Problem p;
@@ -58,7 +65,7 @@ Tensor leaf(const Tensor& t) { return contiguous_copy(t, true).set_requires_grad
 Params local_params(const Problem& p, const ProcessGrid& grid) {
   Block r = grid.local_lat(H), c = grid.local_lon(W);
   return {leaf(p.w0), leaf(narrow(p.sh0, 0, r.start, r.count)), leaf(narrow(p.sw0, 0, c.start, c.count)),
-          leaf(ones({2}, DType::f64))};
+          leaf(ones({2}, DType::f64, p.x.device()))};
 }
 
 // This rank's share of the global loss (1/B) sum_b point_sum: its batch block and tile, summed
@@ -118,6 +125,33 @@ TEST_CASE("reducer: raw gradients of replicated and sharded parameters equal one
     local_loss(p, q, grid, my_batch(grid)).backward();
     check_against(q, ref, grid);
   });
+}
+
+TEST_CASE("reducer: gradients on a GPU are reduced there and equal one process on the CPU") {
+  if (cuda::device_count() == 0) {
+    MESSAGE("skipped: no GPU (" << cuda::unavailable_reason() << ")");
+    return;
+  }
+  const Device dev = local_rank_device();
+  Problem p = make_problem();
+  Reference ref = one_process(p);
+  Problem pd = on_device(p, dev);
+  gs::test::for_each_grid([&](const ProcessGrid& grid) {
+    Params q = local_params(pd, grid);
+    GradientReducer reducer(grid, q.list());
+    local_loss(pd, q, grid, my_batch(grid)).backward();
+    CHECK(q.wm.grad().device() == dev);
+    check_against(q, ref, grid);
+    CHECK_FALSE(q.unused.grad().defined());
+    check_parameters_replicated(grid, q.list());
+  });
+  // Parameters on two devices cannot share buckets.
+  Tensor a = leaf(p.w0), b = leaf(pd.w0);
+  CHECK(gs_test::contains(gs_test::error_of([&] {
+                            GradientReducer r(ProcessGrid{}, {{"a", a, Distribution::replicated()},
+                                                               {"b", b, Distribution::replicated()}});
+                          }),
+                          "expected one device for all"));
 }
 
 TEST_CASE("reducer: accumulation over micro-batches reduces once, after the last") {
