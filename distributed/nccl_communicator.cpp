@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "distributed/world.h"
@@ -36,6 +37,28 @@ Device local_rank_device() {
   const int n = cuda::device_count();
   GS_CHECK(n > 0, "this rank (local rank {}) needs a GPU, but none is usable: {}", local, cuda::unavailable_reason());
   return Device::cuda(local % n);
+}
+
+GpuWorld gpu_world_communicator(Device device) {
+  CommPtr world = world_communicator();
+  const char* env = std::getenv("GS_COMM");
+  const std::string choice = env && *env ? env : "auto";
+  GS_CHECK(choice == "auto" || choice == "nccl" || choice == "mpi",
+           "GS_COMM: expected auto, nccl or mpi, got '{}'", choice);
+  if (world->size() == 1 || choice == "mpi")
+    return {world, world->size() == 1 ? "one process" : "MPI, GPU tensors staged through the host (GS_COMM=mpi)"};
+  if (choice == "nccl") return {nccl_communicator(world, device), "NCCL " + nccl_version() + " (GS_COMM=nccl)"};
+  // auto: the same answer on every rank (the build and the gathered device UUIDs are the same
+  // everywhere), so every rank takes the same path. A library that loads on some ranks only would
+  // split them; the communicator's timeout ends such a job with a message.
+  if (!built_with_nccl()) return {world, "MPI, GPU tensors staged through the host (built without NCCL)"};
+  if (nccl_version().rfind("2.", 0) != 0) return {world, "MPI, GPU tensors staged through the host (" + nccl_version() + ")"};
+  const auto [a, b] = ranks_sharing_a_gpu(*world, device);
+  if (a >= 0)
+    return {world, fmt::format("MPI, GPU tensors staged through the host (ranks {} and {} share a GPU, which NCCL "
+                               "cannot run)",
+                               a, b)};
+  return {nccl_communicator(world, device), "NCCL " + nccl_version()};
 }
 
 #if GS_HAVE_NCCL
@@ -400,22 +423,15 @@ class NcclCommunicator : public Communicator {
   }
 
  private:
-  // Two ranks of one group on one GPU cannot run NCCL: every rank compares the devices' UUIDs
-  // (gathered over the bootstrap) and all refuse alike.
+  // Two ranks of one group on one GPU cannot run NCCL: every rank gets the same answer, so all
+  // refuse alike.
   void check_one_gpu_per_rank() {
-    cudaDeviceProp prop{};
-    GS_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_.index), "nccl_communicator");
-    Tensor mine = zeros({2}, DType::i64), all = zeros({2 * size()}, DType::i64);
-    std::memcpy(mine.data<int64_t>(), prop.uuid.bytes, 16);
-    bootstrap_->all_gather(mine, all, std::vector<int64_t>(size(), 2));
-    const int64_t* u = all.data<int64_t>();
-    for (int a = 0; a < size(); ++a)
-      for (int b = a + 1; b < size(); ++b)
-        GS_CHECK(u[2 * a] != u[2 * b] || u[2 * a + 1] != u[2 * b + 1],
-                 "nccl_communicator on {}: ranks {} and {} use the same GPU; NCCL needs one GPU per rank (this job "
-                 "has {} ranks in the group on fewer GPUs). Use the MPI communicator, which stages GPU tensors "
-                 "through the host, or one rank per GPU",
-                 describe(), a, b, size());
+    const auto [a, b] = ranks_sharing_a_gpu(*bootstrap_, device_);
+    GS_CHECK(a < 0,
+             "nccl_communicator on {}: ranks {} and {} use the same GPU; NCCL needs one GPU per rank (this job "
+             "has {} ranks in the group on fewer GPUs). Use the MPI communicator (GS_COMM=mpi), which stages GPU "
+             "tensors through the host, or one rank per GPU",
+             describe(), a, b, size());
   }
 
   // A transfer with this rank itself is a copy, which needs as many elements received as sent.
@@ -483,6 +499,22 @@ class NcclCommunicator : public Communicator {
 
 bool built_with_nccl() { return true; }
 
+std::pair<int, int> ranks_sharing_a_gpu(Communicator& bootstrap, Device device) {
+  cuda::require_device(device, "ranks_sharing_a_gpu");
+  cudaDeviceProp prop{};
+  GS_CUDA_CHECK(cudaGetDeviceProperties(&prop, device.index), "ranks_sharing_a_gpu");
+  // Device UUIDs, gathered over the bootstrap: unique across machines, unlike device indices.
+  const int n = bootstrap.size();
+  Tensor mine = zeros({2}, DType::i64), all = zeros({2 * n}, DType::i64);
+  std::memcpy(mine.data<int64_t>(), prop.uuid.bytes, 16);
+  bootstrap.all_gather(mine, all, std::vector<int64_t>(n, 2));
+  const int64_t* u = all.data<int64_t>();
+  for (int a = 0; a < n; ++a)
+    for (int b = a + 1; b < n; ++b)
+      if (u[2 * a] == u[2 * b] && u[2 * a + 1] == u[2 * b + 1]) return {a, b};
+  return {-1, -1};
+}
+
 std::string nccl_version() {
   const Nccl& a = nccl();
   if (!a.error.empty()) return a.error;
@@ -509,6 +541,9 @@ constexpr const char* kNoNccl =
 bool built_with_nccl() { return false; }
 std::string nccl_version() { return kNoNccl; }
 CommPtr nccl_communicator(const CommPtr&, Device device) { fail("nccl_communicator on {}: {}", device, kNoNccl); }
+std::pair<int, int> ranks_sharing_a_gpu(Communicator&, Device device) {
+  fail("ranks_sharing_a_gpu on {}: {}", device, kNoNccl);
+}
 
 #endif
 

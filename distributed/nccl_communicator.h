@@ -11,6 +11,7 @@
 // Memory used by a transfer is kept from reuse until it completed (record_stream).
 #pragma once
 #include <string>
+#include <utility>
 
 #include "distributed/communicator.h"
 
@@ -26,6 +27,18 @@ std::string nccl_version();
 // cannot run them). Tensors on other devices are staged through `device`. split() builds the
 // sub-group's NCCL communicator over the bootstrap's split.
 CommPtr nccl_communicator(const CommPtr& bootstrap, Device device);
+
+// Whether two ranks of `bootstrap` drive one GPU (collective): the first such pair, or (-1, -1).
+std::pair<int, int> ranks_sharing_a_gpu(Communicator& bootstrap, Device device);
+
+// The world communicator of a job whose ranks each train on `device`: NCCL where it can run (built
+// with it, the library loads, one GPU per rank), else MPI staging GPU tensors through the host.
+// GS_COMM=nccl|mpi forces one (auto by default). Collective over the world.
+struct GpuWorld {
+  CommPtr comm;
+  std::string how;  // "NCCL 2.28.9", or "MPI, ... (why)": for the run's log
+};
+GpuWorld gpu_world_communicator(Device device);
 
 // The GPU a rank of a multi-GPU job uses: its rank among the ranks on its machine (as the launcher
 // tells it: MPI_LOCALRANKID, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID; 0 without one) modulo the

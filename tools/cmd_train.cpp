@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "distributed/nccl_communicator.h"
 #include "distributed/world.h"
 #include "engine/cuda_runtime.h"
 #include "engine/factory.h"
@@ -99,14 +100,15 @@ int run_train(const TrainArgs& args) {
   GS_CHECK(!args.out_given || !args.out.empty(), "train --out: expected a run directory, got an empty string");
   TrainConfig cfg = load_train_config(args.config);
   if (args.out_given) cfg.output.dir = args.out;
-  const Device device = parse_device(args.device);
+  Device device = parse_device(args.device);
+  // Under a launcher, `--device cuda` is each rank's own GPU (by its local rank).
+  if (args.device == "cuda" && dist::launcher_world_size() > 1) device = dist::local_rank_device();
   if (!device.is_cpu()) cuda::require_device(device, "train --device");  // says why when there is no GPU
-  const dist::ProcessGrid grid = make_process_grid(args.grid, cfg, "train");
+  dist::GpuWorld gpu_world;
+  if (!device.is_cpu()) gpu_world = dist::gpu_world_communicator(device);
+  const dist::ProcessGrid grid = make_process_grid(args.grid, cfg, "train", false, gpu_world.comm);
   // Before the run directory is touched (TrainingRun checks it again for other callers).
-  GS_CHECK(device.is_cpu() || grid.is_single_process(),
-           "train --device {}: training on a GPU runs as one process; this job has {} processes. Run it without "
-           "mpiexec, or on the CPU",
-           device.str(), grid.world_size());
+  check_device_grid(device, grid, "train");
   const bool root = grid.is_root();
   const RunPaths paths(cfg.output.dir);
   GS_CHECK(!(args.resume && args.overwrite), "train: --resume and --overwrite exclude each other");
@@ -140,6 +142,8 @@ int run_train(const TrainArgs& args) {
                                         : fmt::format(" on {} processes, grid {}", grid.world_size(), grid.spec().str()));
   TrainingRun run(cfg, grid, paths.data, device);
   if (root) fmt::print(stderr, "{}", run.describe());
+  if (root && !grid.is_single_process() && gpu_world.comm)
+    fmt::print(stderr, "communicator: {} (rank 0 on {})\n", gpu_world.how, device);
   if (root) fmt::print(stderr, "set-up took {:.1f} s\n", seconds_since(t_setup));
 
   if (args.resume) {

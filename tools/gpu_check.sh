@@ -16,7 +16,9 @@
 #                                  gradgradcheck in f64; the sphere kernels against the CPU),
 #                                  `gradsphere gradcheck --device cuda` in both device forms
 #                                  (ops/sphere/device_form.h), a tiny `gradsphere train --device
-#                                  cuda` beside the same run on the CPU and a rollout from it, then
+#                                  cuda` beside the same run on the CPU and a rollout from it, the
+#                                  distributed suite's GPU cases (MPI staging, NCCL, the reducer) at
+#                                  1 and 2 ranks and a 2-rank data-parallel train on the GPU, then
 #                                  `gradsphere bench engine|sht|train --device cuda` (sht and train
 #                                  in both forms) and tools/compare_cuda.py (torch-harmonics on the
 #                                  same GPU, with the machine's torch).
@@ -29,7 +31,9 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 pack_dir=.gpu
 stage=/tmp/gs-gpu  # where the pack is assembled here and unpacked there
-bins=(build/tools/gradsphere build/tests/engine/test_engine build/tests/ops/test_ops)
+bins=(build/tools/gradsphere build/tests/engine/test_engine build/tests/ops/test_ops build/tests/distributed/test_distributed)
+# MPICH's launcher, for the multi-rank GPU checks (the GPU machine has no MPICH of its own).
+launcher=(/usr/bin/mpiexec.hydra /usr/bin/hydra_pmi_proxy)
 
 # The torch_harmonics package folder of the first of GS_REF_PYTHON, /opt/gs-ref, /work/venv that has it.
 python_with_torch_harmonics() {
@@ -46,10 +50,11 @@ pack() {
     { echo "gpu_check pack: build/ is not a CUDA build (run bash tools/setup.sh with nvcc present)" >&2; exit 1; }
   rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib" "$pack_dir"
   cp build/libgradsphere.so "$stage/lib/"
-  for b in "${bins[@]}"; do cp "$b" "$stage/bin/"; done
-  # Every resolved library but glibc's own and CUDA's (the GPU machine's toolkit provides those).
-  ldd "${bins[@]}" build/libgradsphere.so | awk '/=> \// {print $3}' | sort -u |
-    grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux-x86-64)\.so|libcuda|libcudart|libcublas|libcufft|libgradsphere' |
+  for b in "${bins[@]}" "${launcher[@]}"; do cp "$b" "$stage/bin/"; done
+  # Every resolved library but glibc's own and CUDA's (the GPU machine's toolkit provides those;
+  # NCCL is loaded at run time, from the machine's own copy).
+  ldd "${bins[@]}" "${launcher[@]}" build/libgradsphere.so | awk '/=> \// {print $3}' | sort -u |
+    grep -Ev '/(libc|libm|libdl|librt|libpthread|libresolv|ld-linux-x86-64)\.so|libcuda|libcudart|libcublas|libcufft|libgradsphere' |
     while read -r lib; do cp -L "$lib" "$stage/lib/"; done
   strip --strip-unneeded "$stage"/bin/* "$stage"/lib/* 2>/dev/null || true
   # The copies must start from the pack alone (as they will there): a missing library shows here.
@@ -83,7 +88,16 @@ run() {
   done
   rm -rf "$stage" && mkdir -p "$stage" && tar -C "$stage" -xJf "$pack_dir/pack.tar.xz" ||
     { echo "gpu_check run: cannot unpack $pack_dir/pack.tar.xz (run pack here and carry .gpu)" >&2; return 1; }
-  export LD_LIBRARY_PATH="$stage/lib:$cuda_lib:${LD_LIBRARY_PATH:-}"
+  export LD_LIBRARY_PATH="$stage/lib:$cuda_lib:${LD_LIBRARY_PATH:-}" PATH="$stage/bin:$PATH"
+  # NCCL (loaded at run time): the toolkit's, else the one of the machine's torch (nvidia-nccl-cu13).
+  if [[ -z "${GS_NCCL_LIBRARY:-}" ]]; then
+    local nccl
+    for nccl in "$cuda_lib/libnccl.so.2" \
+        "$(python3 -c 'import nvidia.nccl as n, os; print(os.path.join(list(n.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)"; do
+      [[ -n "$nccl" && -e "$nccl" ]] && { export GS_NCCL_LIBRARY="$nccl"; break; }
+    done
+  fi
+  echo "NCCL library: ${GS_NCCL_LIBRARY:-none found}" | tee -a "$out/summary.txt"
   local source_root
   source_root="$(cat "$pack_dir/source_root")"
   if [[ "$source_root" != "$PWD" && ! -e "$source_root" ]]; then
@@ -121,6 +135,14 @@ run() {
   step train_cpu 60 "$gs" train tests/tools/tiny.yaml --out /tmp/gs-train-cpu --overwrite
   step rollout_cuda 30 "$gs" rollout /tmp/gs-train-cuda/checkpoint.safetensors --steps 3 --out /tmp/gs-roll-cuda --device cuda
   cp /tmp/gs-train-cuda/metrics.csv "$out/train_cuda_metrics.csv" 2>/dev/null
+  # The distributed layer on GPU tensors: the communicators (MPI staging, NCCL at one rank per
+  # group) and the reducer, at one rank and at two sharing the GPU; then data-parallel training on
+  # two ranks (which share the GPU, so MPI stages through the host).
+  step dist_gpu 90 env GS_COMM_TIMEOUT=60 "$stage/bin/test_distributed" -tc='*GPU*,*NCCL*'
+  step dist_gpu_mpi2 120 env GS_COMM_TIMEOUT=60 mpiexec.hydra -n 2 "$stage/bin/test_distributed" -tc='*GPU*,*NCCL*'
+  step train_cuda_mpi2 120 env GS_COMM_TIMEOUT=60 mpiexec.hydra -n 2 "$gs" train tests/tools/tiny.yaml \
+    --out /tmp/gs-train-cuda2 --overwrite --grid 2x1x1 --device cuda
+  cp /tmp/gs-train-cuda2/metrics.csv "$out/train_cuda_mpi2_metrics.csv" 2>/dev/null
   cp /tmp/gs-train-cpu/metrics.csv "$out/train_cpu_metrics.csv" 2>/dev/null
   step bench_engine 60 "$gs" bench engine --device cuda
   step bench_sht 90 "$gs" bench sht --device cuda --csv "$out/bench_sht_cuda.csv"

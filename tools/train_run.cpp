@@ -27,14 +27,19 @@ RunPaths::RunPaths(const std::filesystem::path& r)
 
 void RunPaths::create() const { std::filesystem::create_directories(maps); }
 
+void check_device_grid(Device device, const dist::ProcessGrid& grid, const char* command) {
+  // The spatially split model's pieces (its halo point lists, the distributed transforms' tables)
+  // have not run on a GPU; data parallelism only reduces gradients, which the communicators move.
+  GS_CHECK(device.is_cpu() || !grid.spatially_split(),
+           "{} --device {}: on GPUs the grid must be data-parallel only (Dx1x1), got {} which splits the sphere "
+           "over {} ranks; use --grid {}x1x1, or the CPU for spatial parallelism",
+           command, device.str(), grid.spec().str(), grid.h_size() * grid.w_size(), grid.world_size());
+}
+
 TrainingRun::TrainingRun(const TrainConfig& config, const dist::ProcessGrid& grid,
                          const std::filesystem::path& scratch_dir, Device device)
     : cfg_(config), grid_(grid), device_(device) {
-  // The collectives and the reducer stage through host memory; a device run is one process.
-  GS_CHECK(device.is_cpu() || grid.is_single_process(),
-           "train --device {}: training on a GPU runs as one process; this job has {} processes (grid {}). Run "
-           "it without mpiexec, or on the CPU",
-           device.str(), grid.world_size(), grid.spec().str());
+  check_device_grid(device, grid, "train");
   GS_CHECK(cfg_.training.batch_size % grid.data_size() == 0,
            "train: training.batch_size {} does not split evenly over {} data-parallel replicas (grid {}); use a "
            "batch size divisible by the grid's data size",

@@ -30,6 +30,9 @@ struct RunPaths {
 // trains on the same samples in the same order. validate() and checkpoint() are collective: the
 // scores are the whole sphere's and the checkpoint holds whole tensors (on every rank), as one
 // process writes them; restore() takes such a checkpoint on any grid.
+// Refuses a GPU run on a spatially split grid, naming `command` and a grid that works.
+void check_device_grid(Device device, const dist::ProcessGrid& grid, const char* command);
+
 class TrainingRun {
  public:
   // `device`: where the model, its optimizer state and the batches live (a CUDA device: one

@@ -129,8 +129,8 @@ TrainingData load_training_data(const TrainConfig& c, const dist::ProcessGrid& g
 }
 
 dist::ProcessGrid make_process_grid(const std::string& flag, const TrainConfig& cfg, const char* command,
-                                    bool config_grid_if_it_fits) {
-  const dist::CommPtr world = dist::world_communicator();
+                                    bool config_grid_if_it_fits, dist::CommPtr world) {
+  if (!world) world = dist::world_communicator();
   std::string text = !flag.empty() ? flag : cfg.distributed.grid;
   if (flag.empty() && config_grid_if_it_fits && !text.empty() && dist::parse_grid(text).size() != world->size())
     text.clear();

@@ -45,8 +45,10 @@ std::shared_ptr<models::TrajectorySource> load_validation_data(const TrainConfig
 // rank a data replica; checked against the world size (errors name `command`). Collective. With
 // `config_grid_if_it_fits`, the configuration's grid is used only when it has as many ranks as the
 // job (rollout: a checkpoint trained on 1x2x2 forecasts on one process too).
+// `world` is the job's communicator (dist::world_communicator() when null; a GPU job passes its
+// NCCL or host-staging world).
 dist::ProcessGrid make_process_grid(const std::string& flag, const TrainConfig& config, const char* command,
-                                    bool config_grid_if_it_fits = false);
+                                    bool config_grid_if_it_fits = false, dist::CommPtr world = nullptr);
 
 std::shared_ptr<models::Model> build_model(const TrainConfig& config, const models::TrajectoryInfo& data,
                                            const dist::ProcessGrid& grid = {});

@@ -4,7 +4,9 @@
 #      within 1e-5 (f32), and print the same validation table;
 #   2. a run stopped on 1x2x2 resumes on one process, and one stopped on one process resumes on
 #      2x1x2, each ending within 1e-5 of the uninterrupted run (checkpoints load on any grid);
-#   3. a grid that does not fit the job or the batch is refused with both numbers;
+#   3. a grid that does not fit the job or the batch is refused with both numbers; --device cuda
+#      trains 2x1x1 to the weights of one CPU process (1e-3, f32 on another device), refuses a
+#      spatially split grid, and without a GPU is refused on every rank before writing;
 #   4. SIGTERM to the launcher: every rank stops at the same step with one checkpoint, and the
 #      resumed run ends bitwise where an uninterrupted one does; SIGKILL of one rank ends the job in
 #      seconds and the last checkpoint stays loadable; a checkpoint that cannot be written ends every
@@ -72,6 +74,26 @@ fi
 grep -q "training.batch_size 2 does not split evenly over 4 data-parallel replicas" "$work/bad2.log" \
   || fail "message: $(cat "$work/bad2.log")"
 echo "ok: grids that do not fit are refused"
+
+# 3b. On GPUs: each rank on its own (or a shared) GPU, data-parallel only; without one, refused on
+# every rank before anything is written.
+if timeout 300 "$mpiexec" -n 2 "$gs" train "$work/tiny.yaml" --out "$work/gpu2" --grid 2x1x1 --device cuda \
+    > "$work/gpu2.log" 2>&1; then
+  grep -q "^communicator: " "$work/gpu2.log" || fail "the GPU run does not say which communicator it used"
+  # f32 on another device rounds differently: the weights agree with one CPU process to 1e-3, not 1e-5.
+  "$diff_ckpt" "$work/gpu2/checkpoint.safetensors" "$work/one/checkpoint.safetensors" 1e-3 \
+    || fail "2x1x1 on GPUs: the weights differ from one CPU process"
+  if timeout 120 "$mpiexec" -n 2 "$gs" train "$work/tiny.yaml" --out "$work/gpu-split" --grid 1x1x2 --device cuda \
+      > "$work/gpu-split.log" 2>&1; then
+    fail "a spatially split grid was accepted on GPUs"
+  fi
+  grep -q "the grid must be data-parallel only" "$work/gpu-split.log" || fail "message: $(cat "$work/gpu-split.log")"
+  echo "ok: 2x1x1 on GPUs ($(grep -o '^communicator: .*' "$work/gpu2.log")) ends where one CPU process does"
+else
+  grep -q "needs a GPU, but none is usable" "$work/gpu2.log" || { cat "$work/gpu2.log"; fail "--device cuda under mpiexec failed"; }
+  [[ ! -e "$work/gpu2" ]] || fail "a refused --device cuda run created its run directory"
+  echo "ok: --device cuda under mpiexec without a GPU is refused on every rank"
+fi
 # A diverging run (the loss turns non-finite: on one rank first or on all) stops every rank at the same
 # step without applying it, as one process does, and writes no checkpoint of that state.
 sed -e 's/lr: 3.0e-3/lr: 1.0e+30/' -e 's/warmup_steps: 4/warmup_steps: 0/' "$work/tiny.yaml" > "$work/nan.yaml"
