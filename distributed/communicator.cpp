@@ -127,10 +127,10 @@ class StagedWork : public Work {
  private:
   void finish() {
     if (finished_) return;
-    finished_ = true;
     for (const auto& b : back_)
       copy_bytes(b.dst.raw_data(), b.dst.device(), b.staged.raw_data(), b.staged.device(),
                  b.dst.numel() * dtype_size(b.dst.dtype()));
+    finished_ = true;  // only once the results arrived: a failed copy fails the next wait() again
   }
   WorkHandle inner_;
   std::vector<CopyBack> back_;
@@ -214,6 +214,9 @@ WorkHandle Communicator::all_to_all_async(const Tensor& send, const std::vector<
   GS_CHECK(recv.numel() == total(recv_counts),
            "all_to_all on {}: recv holds {} elements but recv_counts add up to {}", describe(), recv.numel(),
            total(recv_counts));
+  GS_CHECK(send_counts[rank()] == recv_counts[rank()],
+           "all_to_all on {}: this rank sends itself {} elements but receives {} from itself", describe(),
+           send_counts[rank()], recv_counts[rank()]);
   check_writable(recv, "all_to_all");
   if (!accepts(send.device())) {
     Tensor s = to_device_copy(send, staging_device()), r = empty(recv.sizes(), recv.dtype(), staging_device());
@@ -254,6 +257,11 @@ void Communicator::exchange(const std::vector<PeerTransfer>& legs, int tag) {
     if (leg.recv.defined()) {
       check_buffer(leg.recv, "exchange", "recv", *this);
       check_writable(leg.recv, "exchange");
+    }
+    if (leg.peer == rank()) {
+      const int64_t sent = leg.send.defined() ? leg.send.numel() : 0, received = leg.recv.defined() ? leg.recv.numel() : 0;
+      GS_CHECK(sent == received, "exchange on {}: this rank sends itself {} elements but receives {} from itself",
+               describe(), sent, received);
     }
   }
   bool stage = false;

@@ -91,7 +91,9 @@ class Communicator {
   void broadcast(const Tensor& t, int root) { broadcast_async(t, root)->wait(); }
   WorkHandle broadcast_async(const Tensor& t, int root);
   // Point-to-point (halo exchange): both sides of a leg must list each other. Not a collective of the
-  // whole group, so it carries no sequence check; `tag` separates concurrent exchanges.
+  // whole group, so it carries no sequence check. `tag` separates concurrent exchanges over MPI;
+  // NCCL pairs transfers by order instead, so ranks issue their exchanges, and the legs to one peer,
+  // in the same order.
   void exchange(const std::vector<PeerTransfer>& legs, int tag = 0);
   void barrier();
 

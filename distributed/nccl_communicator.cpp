@@ -3,8 +3,12 @@
 // must still start without it and say why when a NCCL communicator is asked for.
 #include "distributed/nccl_communicator.h"
 
+#include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -75,6 +79,7 @@ struct Nccl {
   decltype(&ncclCommGetAsyncError) CommGetAsyncError = nullptr;
   decltype(&ncclCommAbort) CommAbort = nullptr;
   decltype(&ncclCommDestroy) CommDestroy = nullptr;
+  decltype(&ncclCommFinalize) CommFinalize = nullptr;
   decltype(&ncclGetErrorString) GetErrorString = nullptr;
   decltype(&ncclGetLastError) GetLastError = nullptr;
   decltype(&ncclAllReduce) AllReduce = nullptr;
@@ -126,6 +131,7 @@ const Nccl& nccl() {
     resolve(lib, "ncclCommGetAsyncError", a.CommGetAsyncError, e);
     resolve(lib, "ncclCommAbort", a.CommAbort, e);
     resolve(lib, "ncclCommDestroy", a.CommDestroy, e);
+    resolve(lib, "ncclCommFinalize", a.CommFinalize, e);
     resolve(lib, "ncclGetErrorString", a.GetErrorString, e);
     resolve(lib, "ncclGetLastError", a.GetLastError, e);
     resolve(lib, "ncclAllReduce", a.AllReduce, e);
@@ -191,6 +197,61 @@ bool all_equal(const std::vector<int64_t>& v) {
   return true;
 }
 
+// Every rank's GPU (its UUID: unique across machines, unlike a device index), gathered over the
+// bootstrap. A rank that cannot take part (no usable device, no NCCL library) still joins the
+// gather with a status word and throws only after it, so no rank waits for one that gave up:
+// the failing rank throws its own reason, the others name it.
+struct RankGpus {
+  std::vector<std::array<int64_t, 2>> uuid;
+
+  std::pair<int, int> sharing_pair() const {
+    for (size_t a = 0; a < uuid.size(); ++a)
+      for (size_t b = a + 1; b < uuid.size(); ++b)
+        if (uuid[a] == uuid[b]) return {static_cast<int>(a), static_cast<int>(b)};
+    return {-1, -1};
+  }
+};
+
+RankGpus gather_rank_gpus(Communicator& bootstrap, Device device, bool need_nccl, const char* op) {
+  std::string error;
+  Tensor mine = zeros({3}, DType::i64);
+  try {
+    if (need_nccl) require_nccl(op);
+    cuda::require_device(device, op);
+    cudaDeviceProp prop{};
+    GS_CUDA_CHECK(cudaGetDeviceProperties(&prop, device.index), op);
+    std::memcpy(mine.data<int64_t>() + 1, prop.uuid.bytes, 16);
+    mine.data<int64_t>()[0] = 1;
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const int n = bootstrap.size();
+  Tensor all = zeros({3 * n}, DType::i64);
+  bootstrap.all_gather(mine, all, std::vector<int64_t>(n, 3));
+  if (!error.empty()) fail("{}", error);
+  const int64_t* v = all.data<int64_t>();
+  RankGpus r;
+  for (int k = 0; k < n; ++k) {
+    GS_CHECK(v[3 * k] == 1, "{} on group '{}': rank {} cannot use its GPU or NCCL (its own message says why)", op,
+             bootstrap.name(), k);
+    r.uuid.push_back({v[3 * k + 1], v[3 * k + 2]});
+  }
+  return r;
+}
+
+// One stream per GPU for every NCCL communicator of the process: NCCL kernels of two communicators
+// running at once on one GPU can deadlock when ranks issue them in different orders; on one stream
+// they run in issue order, which every rank shares (the collectives' contract).
+cuda::Stream nccl_stream(int device) {
+  static std::mutex mutex;
+  static std::vector<cuda::Stream> streams;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& s : streams)
+    if (s.device == device) return s;
+  streams.push_back(cuda::new_stream(device));
+  return streams.back();
+}
+
 // The NCCL communicator of one rank, shared by the communicator and the handles of its operations
 // in flight (a handle may outlive the communicator object).
 struct CommState {
@@ -199,16 +260,39 @@ struct CommState {
   cuda::Stream stream;
   std::string group;  // describe(), for messages
   bool aborted = false;
+  // A clean end flushes what was issued (finalize, polled for a while), then frees; a communicator
+  // in error, or one that does not finish flushing, is aborted instead (never a wait without end).
   ~CommState() {
-    if (!comm) return;
-    if (aborted) return;  // ncclCommAbort freed it
-    nccl().CommDestroy(comm);
+    if (!comm || aborted) return;
+    const Nccl& a = nccl();
+    ncclResult_t r = a.CommFinalize(comm);
+    const auto start = std::chrono::steady_clock::now();
+    while (r == ncclInProgress && std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
+      std::this_thread::yield();
+      a.CommGetAsyncError(comm, &r);
+    }
+    if (r == ncclSuccess) a.CommDestroy(comm);
+    else a.CommAbort(comm);
   }
 
   std::string error_text(ncclResult_t r) const {
     const Nccl& a = nccl();
-    std::string last = a.GetLastError ? a.GetLastError(comm) : "";
+    std::string last = comm && a.GetLastError ? a.GetLastError(comm) : "";
     return last.empty() ? a.GetErrorString(r) : fmt::format("{} ({})", a.GetErrorString(r), last);
+  }
+
+  // An error of NCCL's: the communicator is aborted first (its peers then see a remote error
+  // instead of waiting for this rank), then the error is thrown.
+  [[noreturn]] void fail_with(ncclResult_t r, const std::string& call) {
+    const std::string text = error_text(r);
+    abort_comm();
+    fail("NCCL error in {} on {}: {}", call, group, text);
+  }
+  void abort_comm() {
+    if (comm && !aborted) {
+      aborted = true;
+      nccl().CommAbort(comm);
+    }
   }
 
   // The result of a call, or of the communicator's asynchronous state: ncclInProgress is polled
@@ -217,18 +301,16 @@ struct CommState {
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     while (r == ncclInProgress) {
-      if (std::chrono::duration<double>(clock::now() - start) > timeout) time_out(call, timeout.count());
+      const double waited = std::chrono::duration<double>(clock::now() - start).count();
+      if (waited > timeout.count()) time_out(call, waited);
       std::this_thread::yield();
       nccl().CommGetAsyncError(comm, &r);
     }
-    if (r != ncclSuccess) fail("NCCL error in {} on {}: {}", call, group, error_text(r));
+    if (r != ncclSuccess) fail_with(r, call);
   }
 
   [[noreturn]] void time_out(const std::string& call, double waited) {
-    if (!aborted) {
-      aborted = true;
-      nccl().CommAbort(comm);
-    }
+    abort_comm();
     abort_job(fmt::format("collective timeout: {} waited {:.0f} s in {} and the other ranks never completed it (a "
                           "rank failed, hangs, or took another path; GS_COMM_TIMEOUT sets the limit, "
                           "GS_CHECK_REPLICAS=1 names mismatched calls)",
@@ -260,8 +342,7 @@ class NcclWork : public Work {
     if (finished_) return true;
     ncclResult_t r = ncclSuccess;
     nccl().CommGetAsyncError(state_->comm, &r);
-    if (r != ncclSuccess && r != ncclInProgress)
-      fail("NCCL error in {} on {}: {}", call_, state_->group, state_->error_text(r));
+    if (r != ncclSuccess && r != ncclInProgress) state_->fail_with(r, call_);
     finished_ = done_->query();
     if (finished_) keep_.clear();
     return finished_;
@@ -280,12 +361,11 @@ class NcclCommunicator : public Communicator {
  public:
   NcclCommunicator(CommPtr bootstrap, Device device)
       : Communicator(bootstrap->name()), bootstrap_(std::move(bootstrap)), device_(device) {
-    const Nccl& api = require_nccl("nccl_communicator");
-    cuda::require_device(device, "nccl_communicator");
-    check_one_gpu_per_rank();
+    check_one_gpu_per_rank();  // collective; also refuses on every rank when one cannot start NCCL
+    const Nccl& api = nccl();
     state_ = std::make_shared<CommState>();
     state_->device = device.index;
-    state_->stream = cuda::new_stream(device.index);
+    state_->stream = nccl_stream(device.index);
     state_->group = describe();
     // Rank 0 makes the id and sends it with a status word, so a failure there is an error on every
     // rank instead of a wait for an id that never comes.
@@ -345,7 +425,7 @@ class NcclCommunicator : public Communicator {
         if (counts[r] == 0) continue;
         ncclResult_t e = nccl().Broadcast(r == rank() ? send.raw_data() : nullptr, bytes_at(recv, off[r]),
                                           nccl_count(d, counts[r]), nccl_type(d), r, comm, s);
-        if (e != ncclSuccess) return e;
+        if (!accepted(e)) return e;
       }
       return ncclSuccess;
     });
@@ -365,20 +445,17 @@ class NcclCommunicator : public Communicator {
         if (counts[r] == 0) continue;
         ncclResult_t e = nccl().Reduce(bytes_at(send, off[r]), r == rank() ? recv.raw_data() : nullptr,
                                        nccl_count(d, counts[r]), nccl_type(d), nccl_op(op), r, comm, s);
-        if (e != ncclSuccess) return e;
+        if (!accepted(e)) return e;
       }
       return ncclSuccess;
     });
   }
   WorkHandle start_all_to_all(const Call& c, const Tensor& send, const std::vector<int64_t>& send_counts,
                               const Tensor& recv, const std::vector<int64_t>& recv_counts) override {
-    check_self_leg("all_to_all", send_counts[rank()], recv_counts[rank()]);
     const auto so = offsets_of(send_counts), ro = offsets_of(recv_counts);
-    return launch_group(c, {send, recv}, [&](ncclComm_t comm, cudaStream_t s) {
-      return point_to_point(comm, s, [&](auto&& leg) {
-        for (int p = 0; p < size(); ++p) leg(p, send, so[p], send_counts[p], recv, ro[p], recv_counts[p]);
-      });
-    });
+    std::vector<Leg> legs;
+    for (int p = 0; p < size(); ++p) legs.push_back({p, send, so[p], send_counts[p], recv, ro[p], recv_counts[p]});
+    return launch_point_to_point(c, {send, recv}, legs);
   }
   WorkHandle start_broadcast(const Call& c, const Tensor& t, int root) override {
     return launch(c, {t}, [&](ncclComm_t comm, cudaStream_t s) {
@@ -387,20 +464,17 @@ class NcclCommunicator : public Communicator {
     });
   }
   void run_exchange(const Call& c, const std::vector<PeerTransfer>& legs, int) override {
-    // NCCL orders point-to-point transfers by stream, so the tag is not needed to pair them.
+    // NCCL pairs point-to-point transfers by their order on the communicator, not by tag: every
+    // rank must issue its exchanges (and legs to one peer) in the same order (communicator.h).
     std::vector<Tensor> keep;
+    std::vector<Leg> p2p;
     for (const auto& l : legs) {
-      if (l.peer == rank())
-        check_self_leg("exchange", l.send.defined() ? l.send.numel() : 0, l.recv.defined() ? l.recv.numel() : 0);
       if (l.send.defined()) keep.push_back(l.send);
       if (l.recv.defined()) keep.push_back(l.recv);
+      p2p.push_back({l.peer, l.send, 0, l.send.defined() ? l.send.numel() : 0, l.recv, 0,
+                     l.recv.defined() ? l.recv.numel() : 0});
     }
-    launch_group(c, keep, [&](ncclComm_t comm, cudaStream_t s) {
-      return point_to_point(comm, s, [&](auto&& leg) {
-        for (const auto& l : legs)
-          leg(l.peer, l.send, 0, l.send.defined() ? l.send.numel() : 0, l.recv, 0, l.recv.defined() ? l.recv.numel() : 0);
-      });
-    })->wait();
+    launch_point_to_point(c, std::move(keep), p2p)->wait();
   }
   WorkHandle start_barrier(const Call& c) override {
     if (!barrier_word_.defined()) barrier_word_ = zeros({1}, DType::f32, device_);
@@ -426,7 +500,8 @@ class NcclCommunicator : public Communicator {
   // Two ranks of one group on one GPU cannot run NCCL: every rank gets the same answer, so all
   // refuse alike.
   void check_one_gpu_per_rank() {
-    const auto [a, b] = ranks_sharing_a_gpu(*bootstrap_, device_);
+    const RankGpus gpus = gather_rank_gpus(*bootstrap_, device_, /*need_nccl=*/true, "nccl_communicator");
+    const auto [a, b] = gpus.sharing_pair();
     GS_CHECK(a < 0,
              "nccl_communicator on {}: ranks {} and {} use the same GPU; NCCL needs one GPU per rank (this job "
              "has {} ranks in the group on fewer GPUs). Use the MPI communicator (GS_COMM=mpi), which stages GPU "
@@ -434,30 +509,27 @@ class NcclCommunicator : public Communicator {
              describe(), a, b, size());
   }
 
-  // A transfer with this rank itself is a copy, which needs as many elements received as sent.
-  void check_self_leg(const char* op, int64_t sent, int64_t received) const {
-    GS_CHECK(sent == received, "{} on {}: this rank sends itself {} elements but receives {} from itself", op,
-             describe(), sent, received);
-  }
-
-  // Enqueues `enqueue(comm, stream)` on the communicator's stream after the current stream's work,
-  // and returns a handle on its completion.
+  // Enqueues `enqueue(comm, stream)` on the NCCL stream after the work queued so far on the
+  // current stream, and returns a handle on its completion. Later work on the current stream is not
+  // held back (it overlaps the transfer); the results are read after wait() or a test() that
+  // reported completion.
   template <class F>
   WorkHandle launch(const Call& c, std::vector<Tensor> keep, F&& enqueue) {
     cuda::DeviceGuard on(device_.index);
-    const cuda::Stream compute = cuda::current_stream(device_.index);
     cuda::Event ready(device_.index);
-    ready.record(compute);
+    ready.record(cuda::current_stream(device_.index));
     ready.block(state_->stream);
     const std::string call = fmt::format("{} (call #{})", c.what, c.seq);
     state_->settle(enqueue(state_->comm, static_cast<cudaStream_t>(state_->stream.handle)), call, timeout_);
     for (const Tensor& t : keep) record_stream(t.storage(), reinterpret_cast<uintptr_t>(state_->stream.handle));
     auto done = std::make_unique<cuda::Event>(device_.index);
     done->record(state_->stream);
-    // Work queued on the current stream after this (the results' readers) waits for the transfer.
-    done->block(compute);
     return std::make_unique<NcclWork>(state_, std::move(done), call, timeout_, std::move(keep));
   }
+  // A non-blocking communicator may answer "in progress" inside a group; the group's end settles it.
+  static bool accepted(ncclResult_t r) { return r == ncclSuccess || r == ncclInProgress; }
+  // Several NCCL calls as one group. Nothing between its start and end may throw: an open group
+  // would swallow every later NCCL call of this thread.
   template <class F>
   WorkHandle launch_group(const Call& c, std::vector<Tensor> keep, F&& enqueue_all) {
     return launch(c, std::move(keep), [&](ncclComm_t comm, cudaStream_t s) {
@@ -465,28 +537,43 @@ class NcclCommunicator : public Communicator {
       if (r != ncclSuccess) return r;
       ncclResult_t e = enqueue_all(comm, s);
       r = nccl().GroupEnd();
-      return e != ncclSuccess ? e : r;
+      return accepted(e) ? r : e;
     });
   }
-  // Calls `legs(leg)` where leg(peer, send, send_offset, send_count, recv, recv_offset, recv_count)
-  // enqueues one pair of transfers with `peer`; a leg with this rank itself is a device copy.
-  template <class L>
-  ncclResult_t point_to_point(ncclComm_t comm, cudaStream_t s, L&& legs) {
-    ncclResult_t result = ncclSuccess;
-    legs([&](int peer, const Tensor& send, int64_t so, int64_t sc, const Tensor& recv, int64_t ro, int64_t rc) {
-      if (result != ncclSuccess) return;
-      if (peer == rank()) {  // counts checked before the group started (check_self_leg)
-        if (sc > 0)
-          GS_CUDA_CHECK(cudaMemcpyAsync(bytes_at(recv, ro), bytes_at(send, so), sc * dtype_size(send.dtype()),
-                                        cudaMemcpyDeviceToDevice, s),
+  // One pair of transfers with `peer`: `send_count` elements of `send` from `send_offset` and
+  // `recv_count` into `recv` at `recv_offset`.
+  struct Leg {
+    int peer;
+    Tensor send;
+    int64_t send_offset, send_count;
+    Tensor recv;
+    int64_t recv_offset, recv_count;
+  };
+  // The legs with this rank itself are device copies on the NCCL stream, made before the group
+  // (the base class checked that they send and receive alike); the others one group of sends and
+  // receives.
+  WorkHandle launch_point_to_point(const Call& c, std::vector<Tensor> keep, const std::vector<Leg>& legs) {
+    return launch(c, std::move(keep), [&](ncclComm_t comm, cudaStream_t s) {
+      for (const Leg& l : legs)
+        if (l.peer == rank() && l.send_count > 0)
+          GS_CUDA_CHECK(cudaMemcpyAsync(bytes_at(l.recv, l.recv_offset), bytes_at(l.send, l.send_offset),
+                                        l.send_count * dtype_size(l.send.dtype()), cudaMemcpyDeviceToDevice, s),
                         "communicator copy to this rank");
-        return;
+      ncclResult_t r = nccl().GroupStart();
+      if (r != ncclSuccess) return r;
+      ncclResult_t e = ncclSuccess;
+      for (const Leg& l : legs) {
+        if (l.peer == rank() || !accepted(e)) continue;
+        if (l.send_count > 0)
+          e = nccl().Send(bytes_at(l.send, l.send_offset), nccl_count(l.send.dtype(), l.send_count),
+                          nccl_type(l.send.dtype()), l.peer, comm, s);
+        if (accepted(e) && l.recv_count > 0)
+          e = nccl().Recv(bytes_at(l.recv, l.recv_offset), nccl_count(l.recv.dtype(), l.recv_count),
+                          nccl_type(l.recv.dtype()), l.peer, comm, s);
       }
-      if (sc > 0) result = nccl().Send(bytes_at(send, so), nccl_count(send.dtype(), sc), nccl_type(send.dtype()), peer, comm, s);
-      if (result == ncclSuccess && rc > 0)
-        result = nccl().Recv(bytes_at(recv, ro), nccl_count(recv.dtype(), rc), nccl_type(recv.dtype()), peer, comm, s);
+      r = nccl().GroupEnd();
+      return accepted(e) ? r : e;
     });
-    return result;
   }
 
   CommPtr bootstrap_;
@@ -500,19 +587,7 @@ class NcclCommunicator : public Communicator {
 bool built_with_nccl() { return true; }
 
 std::pair<int, int> ranks_sharing_a_gpu(Communicator& bootstrap, Device device) {
-  cuda::require_device(device, "ranks_sharing_a_gpu");
-  cudaDeviceProp prop{};
-  GS_CUDA_CHECK(cudaGetDeviceProperties(&prop, device.index), "ranks_sharing_a_gpu");
-  // Device UUIDs, gathered over the bootstrap: unique across machines, unlike device indices.
-  const int n = bootstrap.size();
-  Tensor mine = zeros({2}, DType::i64), all = zeros({2 * n}, DType::i64);
-  std::memcpy(mine.data<int64_t>(), prop.uuid.bytes, 16);
-  bootstrap.all_gather(mine, all, std::vector<int64_t>(n, 2));
-  const int64_t* u = all.data<int64_t>();
-  for (int a = 0; a < n; ++a)
-    for (int b = a + 1; b < n; ++b)
-      if (u[2 * a] == u[2 * b] && u[2 * a + 1] == u[2 * b + 1]) return {a, b};
-  return {-1, -1};
+  return gather_rank_gpus(bootstrap, device, /*need_nccl=*/false, "ranks_sharing_a_gpu").sharing_pair();
 }
 
 std::string nccl_version() {

@@ -3,11 +3,14 @@
 // communicator (MPI, or the single-process one), which carries NCCL's unique id and the replica
 // checker's call records.
 //
-// Streams and waiting: an operation runs on the communicator's own stream after the work already
-// queued on the rank's current stream (an event orders them), so compute queued later overlaps the
-// transfer. wait() blocks the host until the transfer completed, polling with the communicator's
+// Streams and waiting: an operation runs on the process's NCCL stream of its GPU (one for all NCCL
+// communicators there, so their kernels run in issue order and cannot deadlock each other) after
+// the work already queued on the rank's current stream (an event orders them), so compute queued
+// later overlaps the transfer. wait() blocks the host until the transfer completed, polling with the communicator's
 // timeout (GS_COMM_TIMEOUT): a collective that never completes, or an error NCCL reports for the
-// communicator, aborts the communicator and the job with a message naming the call, instead of a hang.
+// communicator, aborts the communicator (so its peers see an error too) and the job, or throws,
+// with a message naming the call, instead of a hang. Point-to-point transfers are paired by their
+// order, not by tag: every rank issues its exchanges in the same order.
 // Memory used by a transfer is kept from reuse until it completed (record_stream).
 #pragma once
 #include <string>

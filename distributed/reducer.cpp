@@ -10,7 +10,9 @@
 #include "engine/autograd/record.h"
 #include "engine/error.h"
 #include "engine/factory.h"
+#include "ops/complex_ops.h"
 #include "ops/elementwise.h"
+#include "ops/reduce.h"
 #include "ops/view.h"
 
 namespace gs::dist {
@@ -252,6 +254,11 @@ const ReducerStats& GradientReducer::stats() const { return state_->stats; }
 namespace {
 double sq_sum(const Tensor& g) {
   NoGradGuard ng;
+  if (!g.device().is_cpu()) {  // on the device: one reduction read back, not the gradient itself
+    const Tensor c = contiguous_copy(g.detach());
+    const Tensor r = cast_copy(is_complex(c.dtype()) ? view_as_real(c) : c, DType::f64);
+    return sum(mul(r, r)).item<double>();
+  }
   double acc = 0.0;
   Tensor c = contiguous_copy(g.detach());
   if (is_complex(c.dtype())) {

@@ -119,7 +119,17 @@ ValidationScores TrainingRun::validate() {
                                        data_.info().variables, data_.info().dt_hours, cfg_.training.batch_size, grid_,
                                        data_.info().nlon);
   model_->train();
-  if (auto* sched = stepper_->schedule()) sched->step_metric(s.loss);
+  if (auto* sched = stepper_->schedule()) {
+    // Rank 0's loss on every rank: a plateau schedule must change every replica's rate at once,
+    // also where the ranks' devices round differently.
+    double loss = s.loss;
+    if (!grid_.is_single_process()) {
+      Tensor t = from_vector(std::vector<double>{loss});
+      grid_.comm(dist::Group::world)->broadcast(t, 0);
+      loss = t.item<double>();
+    }
+    sched->step_metric(loss);
+  }
   return s;
 }
 
