@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <complex>
+#include <cstdlib>
 #include <functional>
 
 #include "distributed/communicator.h"
@@ -328,6 +329,18 @@ TEST_CASE("the NCCL communicator refuses what it cannot do, saying why") {
                           built_with_nccl() ? "expected a cuda device, got cpu" : "built without NCCL"));
   CHECK(gs_test::contains(gs_test::error_of([&] { nccl_communicator(nullptr, Device::cuda(0)); }),
                           built_with_nccl() ? "expected a bootstrap communicator" : "built without NCCL"));
+  // GS_COMM names the GPU job's communicator; a typo is refused before any GPU or collective is touched.
+  setenv("GS_COMM", "nccll", 1);
+  const std::string bad_choice = gs_test::error_of([] { gpu_world_communicator(Device::cuda(0)); });
+  unsetenv("GS_COMM");
+  CHECK(gs_test::contains(bad_choice, "GS_COMM: expected auto, nccl or mpi, got 'nccll'"));
+  if (world->size() == 1) {  // one process needs no communicator between GPUs, whatever GS_COMM says
+    setenv("GS_COMM", "nccl", 1);
+    const GpuWorld one = gpu_world_communicator(Device::cuda(0));
+    unsetenv("GS_COMM");
+    CHECK(one.comm == world);
+    CHECK(one.how == "one process");
+  }
   const std::string version = nccl_version();
   const bool loads = version.rfind("2.", 0) == 0;
   CHECK((loads || gs_test::contains(version, "could not be loaded") || gs_test::contains(version, "without NCCL")));
