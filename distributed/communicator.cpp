@@ -91,6 +91,11 @@ void check_counts(const std::vector<int64_t>& counts, const char* op, const char
 }
 
 void check_reduce(DType d, ReduceOp op, const char* name, const Communicator& comm) {
+  // A bf16 sum would round every partial sum to 8 bits, and max/min would be the only exact ones:
+  // reductions run on the compute dtype, which the caller casts to (moving bf16 is fine).
+  GS_CHECK(!is_storage_only(d),
+           "{} on {}: {} is a storage dtype and is not reduced; cast to f32 (to(t, DType::f32)) and reduce that",
+           name, comm.describe(), dtype_name(d));
   if (is_complex(d))
     GS_CHECK(op == ReduceOp::sum, "{} on {}: {} is not defined for {} tensors (complex numbers are not ordered)",
              name, comm.describe(), reduce_op_name(op), dtype_name(d));

@@ -30,6 +30,7 @@ MPI_Datatype mpi_type(DType d) {
     case DType::c128: return MPI_C_DOUBLE_COMPLEX;
     case DType::i64: return MPI_INT64_T;
     case DType::b8: return MPI_C_BOOL;
+    case DType::bf16: return MPI_UINT16_T;  // moved as 16-bit words, never reduced (check_reduce)
   }
   return MPI_BYTE;
 }

@@ -166,10 +166,11 @@ ncclDataType_t nccl_type(DType d) {
     case DType::f64: case DType::c128: return ncclFloat64;
     case DType::i64: return ncclInt64;
     case DType::b8: return ncclUint8;
+    case DType::bf16: return ncclUint8;  // moved as byte pairs (nccl_count), never reduced (check_reduce)
   }
   return ncclUint8;
 }
-size_t nccl_count(DType d, int64_t n) { return static_cast<size_t>(is_complex(d) ? 2 * n : n); }
+size_t nccl_count(DType d, int64_t n) { return static_cast<size_t>(is_complex(d) || d == DType::bf16 ? 2 * n : n); }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {

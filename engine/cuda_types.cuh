@@ -5,8 +5,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <stdexcept>
 #include <type_traits>
 
+#include "engine/bf16.h"
 #include "engine/dtype_code.h"
 
 namespace gs::cuda_kernels {
@@ -18,6 +20,7 @@ template <> struct device_type<DType::c64> { using type = cuda::std::complex<flo
 template <> struct device_type<DType::c128> { using type = cuda::std::complex<double>; };
 template <> struct device_type<DType::i64> { using type = int64_t; };
 template <> struct device_type<DType::b8> { using type = bool; };
+template <> struct device_type<DType::bf16> { using type = gs::bfloat16; };  // storage only: copies and fills
 template <DType D> using device_t = typename device_type<D>::type;
 
 template <typename T> struct is_device_complex : std::false_type {};
@@ -47,7 +50,16 @@ void with_dtype(DType d, F&& f) {
     case DType::c128: f(std::integral_constant<DType, DType::c128>{}); return;
     case DType::i64: f(std::integral_constant<DType, DType::i64>{}); return;
     case DType::b8: f(std::integral_constant<DType, DType::b8>{}); return;
+    // The host refuses bf16 before any arithmetic kernel (dispatch_all); reaching here is a bug.
+    case DType::bf16: throw std::logic_error("gradsphere: a CUDA arithmetic kernel was given bf16 storage");
   }
+}
+
+// with_dtype and bf16: for the kernels that only move or convert values (copy, fill).
+template <typename F>
+void with_storage_dtype(DType d, F&& f) {
+  if (d == DType::bf16) return f(std::integral_constant<DType, DType::bf16>{});
+  with_dtype(d, std::forward<F>(f));
 }
 
 // One thread per element, grid-stride: a grid of at most kMaxBlocks blocks covers any n.

@@ -5,6 +5,7 @@
 
 namespace gs {
 
-enum class DType : uint8_t { f32, f64, c64, c128, i64, b8 };
+// bf16 is a storage dtype (engine/dtype.h: is_storage_only): tensors hold it, arithmetic widens to f32.
+enum class DType : uint8_t { f32, f64, c64, c128, i64, b8, bf16 };
 
 }  // namespace gs

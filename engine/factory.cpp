@@ -26,7 +26,7 @@ Tensor full_complex(const Shape& sizes, c128 value, DType dtype, Device device) 
     return t;
   }
   Tensor cpu = empty(sizes, dtype, Device::cpu());
-  dispatch_all(dtype, "full", [&]<typename T>() {
+  dispatch_storage(dtype, "full", [&]<typename T>() {
     T v;
     if constexpr (is_complex_v<T>) {
       v = T(static_cast<real_t<T>>(value.real()), static_cast<real_t<T>>(value.imag()));
@@ -90,6 +90,7 @@ template Tensor from_vector(const std::vector<double>&, Shape);
 template Tensor from_vector(const std::vector<c64>&, Shape);
 template Tensor from_vector(const std::vector<c128>&, Shape);
 template Tensor from_vector(const std::vector<int64_t>&, Shape);
+template Tensor from_vector(const std::vector<bfloat16>&, Shape);
 
 Tensor from_vector(const std::vector<bool>& values, Shape sizes) {
   if (sizes.empty() && values.size() != 1) sizes = {static_cast<int64_t>(values.size())};

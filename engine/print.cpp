@@ -50,7 +50,8 @@ std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
   std::ostringstream os;
   os << "tensor(";
-  dispatch_all(dtype(), "print", [&]<typename T>() {
+  // bf16 values print as the f32 numbers they are.
+  dispatch_all(compute_dtype(dtype()), "print", [&]<typename T>() {
     std::vector<T> v = to_vector<T>();
     print_dim(os, v, sizes(), contiguous_strides(sizes()), 0, 0, 7);
   });

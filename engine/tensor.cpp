@@ -68,7 +68,7 @@ std::vector<To> Tensor::to_vector() const {
   GS_CHECK(defined(), "to_vector(): the tensor is undefined");
   Tensor c = contiguous_copy(device().is_cpu() ? *this : to_device_copy(*this, Device::cpu()));
   std::vector<To> out(static_cast<size_t>(numel()));
-  dispatch_all(dtype(), "to_vector", [&]<typename From>() {
+  dispatch_storage(dtype(), "to_vector", [&]<typename From>() {
     const From* p = c.data<From>();
     for (size_t i = 0; i < out.size(); ++i) {
       if constexpr (is_complex_v<From> && !is_complex_v<To>) {
@@ -92,6 +92,7 @@ GS_INSTANTIATE(c64)
 GS_INSTANTIATE(c128)
 GS_INSTANTIATE(int64_t)
 GS_INSTANTIATE(bool)
+GS_INSTANTIATE(bfloat16)
 #undef GS_INSTANTIATE
 
 // ---- autograd state
@@ -101,6 +102,10 @@ Tensor& Tensor::set_requires_grad(bool r) {
   GS_CHECK(defined(), "set_requires_grad: the tensor is undefined");
   GS_CHECK(is_leaf(), "set_requires_grad: only leaf tensors can be changed; this {} tensor was computed by '{}' "
            "(use detach() to get a new leaf)", meta_str(), grad_fn()->name());
+  GS_CHECK(!r || !is_storage_only(dtype()),
+           "set_requires_grad: a {} tensor cannot be a leaf that requires gradients (bf16 is storage only); keep the "
+           "f32 master copy as the leaf and cast it with to(t, DType::bf16), whose gradient comes back in f32",
+           meta_str());
   GS_CHECK(!r || is_differentiable(dtype()),
            "set_requires_grad: only floating and complex tensors can require gradients, got {}", dtype_name(dtype()));
   impl_->meta().requires_grad = r;
@@ -202,8 +207,8 @@ To convert(From v) {
 
 // dst and src share dst's shape (src already expanded to it).
 void strided_convert(const Tensor& dst, const Tensor& src_expanded) {
-  dispatch_all(dst.dtype(), "copy", [&]<typename To>() {
-    dispatch_all(src_expanded.dtype(), "copy", [&]<typename From>() {
+  dispatch_storage(dst.dtype(), "copy", [&]<typename To>() {
+    dispatch_storage(src_expanded.dtype(), "copy", [&]<typename From>() {
       To* d = static_cast<To*>(dst.storage()->data());
       const From* s = static_cast<const From*>(src_expanded.storage()->data());
       for_each_run<2>(dst.sizes(), {&dst.strides(), &src_expanded.strides()},

@@ -22,8 +22,8 @@ __global__ void fill_kernel(T* dst, int64_t n, T value) {
 
 void strided_copy(DType to, DType from, void* dst, const void* src, const StridedLoop<2>& loop, void* stream) {
   if (loop.numel == 0) return;
-  with_dtype(to, [&](auto to_tag) {
-    with_dtype(from, [&](auto from_tag) {
+  with_storage_dtype(to, [&](auto to_tag) {
+    with_storage_dtype(from, [&](auto from_tag) {
       using To = device_t<decltype(to_tag)::value>;
       using From = device_t<decltype(from_tag)::value>;
       strided_copy_kernel<To, From><<<blocks_for(loop.numel), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
@@ -34,7 +34,7 @@ void strided_copy(DType to, DType from, void* dst, const void* src, const Stride
 
 void fill(DType dtype, void* dst, int64_t n, double re, double im, void* stream) {
   if (n == 0) return;
-  with_dtype(dtype, [&](auto tag) {
+  with_storage_dtype(dtype, [&](auto tag) {
     using T = device_t<decltype(tag)::value>;
     T v;
     if constexpr (is_device_complex<T>::value) {

@@ -40,6 +40,7 @@ Int parse_int(const fs::path& path, const std::string& key, const std::string& t
 
 // The first non-finite value of t, as "[i] is nan".
 std::optional<std::string> non_finite_in(const Tensor& t) {
+  if (is_storage_only(t.dtype())) return non_finite_in(cast_copy(t, compute_dtype(t.dtype())));
   if (!is_floating(t.dtype()) && !is_complex(t.dtype())) return std::nullopt;
   const Tensor c = contiguous_copy(t.device().is_cpu() ? t : to_device_copy(t, Device::cpu()));
   const int64_t n = c.numel() * (is_complex(c.dtype()) ? 2 : 1);

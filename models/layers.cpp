@@ -160,7 +160,15 @@ Tensor Linear::forward(const Tensor& x) const {
   return linear(x, use_param(weight_), bias_.defined() ? use_param(bias_) : Tensor());
 }
 
-Mlp::Mlp(const MlpSpec& s, const InitContext& ctx) : Module("MLP"), act_(s.act) {
+Mlp::Mlp(const MlpSpec& s, const InitContext& ctx) : Module("MLP"), act_(s.act), bf16_storage_(s.bf16_storage) {
+  GS_CHECK(!s.bf16_storage || ctx.dtype == DType::f32, "MLP: bf16 storage is for f32 models, got a {} model",
+           dtype_name(ctx.dtype));
+  // relu and silu keep their own f32 input or output for backward, so a bf16 copy beside it would
+  // add bytes, not save them; only the fused GELU reads the bf16 pre-activation itself.
+  GS_CHECK(!s.bf16_storage || s.act == Activation::gelu,
+           "MLP: bf16 storage (mlp_storage bf16) needs activation gelu, got {} (its backward would keep an f32 copy "
+           "beside the bf16 one)",
+           activation_name(s.act));
   auto fwd = register_module("fwd", std::make_shared<ModuleGroup>("Sequential"));
   InitContext fctx = ctx.child("fwd");
   fc1_ = fwd->add("0", std::make_shared<Conv1x1>(s.in, s.hidden, true, s.fc1_weight, s.fc1_bias, fctx.child("0")));
@@ -169,9 +177,19 @@ Mlp::Mlp(const MlpSpec& s, const InitContext& ctx) : Module("MLP"), act_(s.act) 
 }
 
 Tensor Mlp::forward(const Tensor& x) const {
-  if (act_ == Activation::gelu)  // (B, hidden, H, W): the bias add and the GELU in one pass
-    return fc2_->forward(gelu_fused(fc1_->forward_without_bias(x), use_param(fc1_->bias())));
-  return fc2_->forward(activate(fc1_->forward(x), act_));
+  if (!bf16_storage_) {
+    if (act_ == Activation::gelu)  // (B, hidden, H, W): the bias add and the GELU in one pass
+      return fc2_->forward(gelu_fused(fc1_->forward_without_bias(x), use_param(fc1_->bias())));
+    return fc2_->forward(activate(fc1_->forward(x), act_));
+  }
+  // bf16 storage: what the next op saves for backward is cast to bf16 first (the casts' backward
+  // hands the f32 gradient through unrounded). One statement per step, so that each f32
+  // intermediate is freed as soon as its bf16 copy exists, not at the end of one long expression.
+  // Only with gelu (the constructor checks).
+  const Tensor xs = gs::to(x, DType::bf16);
+  const Tensor hs = gs::to(fc1_->forward_without_bias(xs), DType::bf16);
+  const Tensor as = gs::to(gelu_fused(hs, use_param(fc1_->bias())), DType::bf16);
+  return fc2_->forward(as);
 }
 
 // ---- SpectralFilter

@@ -145,11 +145,15 @@ class Linear : public Module {
 
 // conv1x1 -> activation -> conv1x1, as torch-harmonics' / ACE's MLP: the two convolutions are
 // children "fwd.0" and "fwd.2" (nn.Sequential(fc1, act, fc2)). fc1 always has a bias; with gelu
-// it is added inside gelu_fused.
+// it is added inside gelu_fused. The result has the weights' dtype (f32 under bf16 storage).
 struct MlpSpec {
   int64_t in = 0, hidden = 0, out = 0;
   Activation act = Activation::gelu;
   bool output_bias = false;
+  // bf16 storage: the activations backward keeps (the input, the pre-activation and the hidden
+  // activation) are stored in bf16, half the bytes of f32; the products accumulate in f32 and the
+  // weights and every gradient stay f32. Only for f32 models with gelu (the fused GELU reads bf16).
+  bool bf16_storage = false;
   Init fc1_weight, fc1_bias = Init::zeros(), fc2_weight, fc2_bias = Init::zeros();
 };
 class Mlp : public Module {
@@ -159,6 +163,7 @@ class Mlp : public Module {
 
  private:
   Activation act_;
+  bool bf16_storage_;
   std::shared_ptr<Conv1x1> fc1_, fc2_;
 };
 

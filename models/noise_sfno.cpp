@@ -110,6 +110,7 @@ class AceBlock : public Module {
     if (o.use_mlp) {
       MlpSpec s;
       s.in = C, s.out = C, s.hidden = static_cast<int64_t>(static_cast<double>(C) * o.mlp_ratio);
+      s.bf16_storage = o.mlp_bf16_storage;
       GS_CHECK(s.hidden > 0, "NoiseConditionedSFNO: mlp_ratio {} leaves no hidden channels for embed_dim {}",
                o.mlp_ratio, C);
       s.act = act_, s.output_bias = true;
@@ -252,6 +253,9 @@ void check_options(const NoiseSfnoOptions& o) {
   GS_CHECK(o.hard_thresholding_fraction > 0 && o.hard_thresholding_fraction <= 1,
            "{}: expected hard_thresholding_fraction in (0, 1], got {}", me, o.hard_thresholding_fraction);
   GS_CHECK(is_floating(o.dtype), "{}: expected dtype f32 or f64, got {}", me, dtype_name(o.dtype));
+  GS_CHECK(!o.mlp_bf16_storage || o.dtype == DType::f32,
+           "{}: bf16 MLP storage (mlp_storage bf16) widens to f32, so it needs dtype f32, got {}", me,
+           dtype_name(o.dtype));
   GS_CHECK(o.activation_function != "identity", "{}: activation_function must be gelu, relu or silu (as ACE), got "
            "identity", me);
   parse_activation(o.activation_function);

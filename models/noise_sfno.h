@@ -87,6 +87,9 @@ struct NoiseSfnoOptions {
   int64_t num_layers = 12;
   bool use_mlp = true;
   double mlp_ratio = 2.0;
+  // gradsphere: the MLP keeps its saved activations in bf16 (MlpSpec::bf16_storage; f32 models only).
+  // The transforms, norms and skips stay in the model's dtype.
+  bool mlp_bf16_storage = false;
   std::string activation_function = "gelu";  // gelu, relu, silu
   int64_t encoder_layers = 1;
   bool pos_embed = true;

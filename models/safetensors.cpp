@@ -84,8 +84,12 @@ struct StoredType {
   DType dtype;
 };
 // What we read and write; c128 is written as F64 pairs (see checkpoint.h).
-constexpr std::array<StoredType, 5> kStoredTypes{
-    {{"F32", DType::f32}, {"F64", DType::f64}, {"I64", DType::i64}, {"BOOL", DType::b8}, {"C64", DType::c64}}};
+constexpr std::array<StoredType, 6> kStoredTypes{{{"F32", DType::f32},
+                                                   {"F64", DType::f64},
+                                                   {"I64", DType::i64},
+                                                   {"BOOL", DType::b8},
+                                                   {"C64", DType::c64},
+                                                   {"BF16", DType::bf16}}};
 
 std::optional<DType> parse_stored_type(const std::string& s) {
   for (const auto& st : kStoredTypes)

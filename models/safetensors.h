@@ -2,7 +2,7 @@
 // read theirs).
 //
 // Format decisions:
-// - dtypes: f32 "F32", f64 "F64", i64 "I64", bool "BOOL", c64 "C64" (safetensors >= 0.7 and torch
+// - dtypes: f32 "F32", f64 "F64", i64 "I64", bool "BOOL", bf16 "BF16", c64 "C64" (safetensors >= 0.7 and torch
 //   load it as complex64). safetensors has no 128-bit complex type, so a c128 tensor of shape S is
 //   stored as "F64" of shape S + (2,) (real, imaginary pairs; torch.view_as_complex restores it) and
 //   its name is listed in the metadata key "gradsphere.complex128" (a JSON array of names).

@@ -44,6 +44,7 @@ class SfnoBlock : public Module {
     if (o.use_mlp) {
       MlpSpec s;
       s.in = C, s.out = C, s.hidden = static_cast<int64_t>(static_cast<double>(C) * o.mlp_ratio);
+      s.bf16_storage = o.mlp_bf16_storage;
       GS_CHECK(s.hidden > 0, "SFNO: mlp_ratio {} leaves no hidden channels for embed_dim {}", o.mlp_ratio, C);
       s.act = act, s.output_bias = false;
       s.fc1_weight = Init::normal(std::sqrt(2.0 / C));
@@ -110,6 +111,8 @@ void check_options(const SfnoOptions& o) {
   GS_CHECK(o.hard_thresholding_fraction > 0 && o.hard_thresholding_fraction <= 1,
            "SFNO: expected hard_thresholding_fraction in (0, 1], got {}", o.hard_thresholding_fraction);
   GS_CHECK(is_floating(o.dtype), "SFNO: expected dtype f32 or f64, got {}", dtype_name(o.dtype));
+  GS_CHECK(!o.mlp_bf16_storage || o.dtype == DType::f32,
+           "SFNO: bf16 MLP storage (mlp_storage bf16) widens to f32, so it needs dtype f32, got {}", dtype_name(o.dtype));
   GS_CHECK(o.activation_function != "silu", "SFNO: activation_function silu is ACE's, not torch-harmonics' "
                                             "(gelu, relu, identity)");
 }

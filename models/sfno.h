@@ -71,6 +71,9 @@ struct SfnoOptions {
   int64_t encoder_layers = 1;
   bool use_mlp = true;
   double mlp_ratio = 2.0;
+  // gradsphere: the MLP keeps its saved activations in bf16 (MlpSpec::bf16_storage; f32 models only).
+  // The transforms, norms and skips stay in the model's dtype.
+  bool mlp_bf16_storage = false;
   double drop_rate = 0.0;
   double drop_path_rate = 0.0;
   std::string normalization_layer = "none";  // none, layer_norm, instance_norm

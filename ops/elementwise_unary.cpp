@@ -19,6 +19,7 @@ enum class Domain { real, real_or_complex };
 // out = f(a) elementwise, f the functor of `code` (ops/elementwise_math.h), on a's device.
 Tensor unary(const Tensor& a, const char* op, Domain domain, math::UnaryCode code, double param = 0) {
   kernels::check_defined(a, op);
+  if (is_storage_only(a.dtype())) fail_storage_only(op, a.dtype());
   GS_CHECK(is_floating(a.dtype()) || (domain == Domain::real_or_complex && is_complex(a.dtype())),
            "{}: expected {} tensor, got {}", op,
            domain == Domain::real ? "an f32 or f64" : "an f32, f64, c64 or c128", a.meta_str());

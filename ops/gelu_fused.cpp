@@ -108,13 +108,14 @@ std::pair<Tensor, Tensor> run_gelu(const Tensor& x, const Tensor& bias, const Te
 
 // inputs {x} or {x, bias}
 struct FusedGelu {
+  // A bf16 x is saved as it is (half the bytes of f32) and read as f32 in both passes.
   static std::vector<Tensor> forward(FunctionCtx& ctx, const std::vector<Tensor>& in) {
     ctx.save_for_backward(in);
-    return {run_gelu(in[0], in.size() > 1 ? in[1] : Tensor(), Tensor()).first};
+    return {run_gelu(kernels::widen_storage(in[0]), in.size() > 1 ? in[1] : Tensor(), Tensor()).first};
   }
   static std::vector<Tensor> backward(FunctionCtx& ctx, const std::vector<Tensor>& g) {
     const std::vector<Tensor> saved = ctx.saved_tensors();
-    const Tensor& x = saved[0];
+    const Tensor x = to(saved[0], compute_dtype(saved[0].dtype()));  // recorded under create_graph
     const Tensor bias = saved.size() > 1 ? saved[1] : Tensor();
     if (!GradMode::enabled()) {
       auto [gx, gb] = run_gelu(x, bias, g[0]);
@@ -139,13 +140,14 @@ struct FusedGelu {
 }  // namespace
 
 Tensor gelu_fused(const Tensor& x, const Tensor& bias) {
-  GS_CHECK(x.defined() && is_floating(x.dtype()), "gelu_fused: expected an f32 or f64 tensor, got {}", x.meta_str());
+  GS_CHECK(x.defined() && is_floating(compute_dtype(x.dtype())),
+           "gelu_fused: expected an f32, f64 or bf16 (read as f32) tensor, got {}", x.defined() ? x.meta_str() : "undefined");
   if (bias.defined()) kernels::check_same_device(x, bias, "gelu_fused");
   if (!bias.defined()) return apply_function<FusedGelu>("gelu_fused", {x})[0];
   GS_CHECK(x.dim() >= 2 && x.size(0) >= 1 && bias.dim() == 1 && bias.size(0) == x.size(1) &&
-               bias.dtype() == x.dtype(),
+               bias.dtype() == compute_dtype(x.dtype()),
            "gelu_fused: expected a bias ({}) of dtype {} for x {}, got {}", x.dim() >= 2 ? x.size(1) : -1,
-           dtype_name(x.dtype()), x.meta_str(), bias.meta_str());
+           dtype_name(compute_dtype(x.dtype())), x.meta_str(), bias.meta_str());
   return apply_function<FusedGelu>("gelu_bias_fused", {x, bias})[0];
 }
 

@@ -1,4 +1,5 @@
-// GELU (erf form, as nn.GELU()) with one fused pass forward and one backward, for f32 and f64.
+// GELU (erf form, as nn.GELU()) with one fused pass forward and one backward, for f32 and f64 (a bf16
+// input is read as f32, saved as bf16, and the result and gradients are f32).
 // gs::gelu computes erf with libm per element and builds its derivative from eight elementwise
 // ops; in an SFNO training step that was more than half of the time. Here f32 uses a polynomial
 // erf (Abramowitz-Stegun 7.1.26, |error| <= 1.5e-7, as PyTorch's vectorised CPU erf) with an

@@ -14,6 +14,23 @@ void check_defined(const Tensor& t, const char* op, const char* what) {
   GS_CHECK(t.defined(), "{}: {} is an undefined tensor", op, what);
 }
 
+DType check_mixed_storage_pair(const Tensor& a, const Tensor& b, const char* op) {
+  check_defined(a, op, "the first input");
+  check_defined(b, op, "the second input");
+  if (!is_storage_only(a.dtype()) && !is_storage_only(b.dtype())) {
+    check_same_dtype(a, b, op);
+    return a.dtype();
+  }
+  GS_CHECK(compute_dtype(a.dtype()) == DType::f32 && compute_dtype(b.dtype()) == DType::f32,
+           "{}: a bf16 operand pairs with f32 or bf16 (read as f32, accumulated and returned in f32), got {} and {}",
+           op, dtype_name(a.dtype()), dtype_name(b.dtype()));
+  return DType::f32;
+}
+
+Tensor widen_storage(const Tensor& t) {
+  return is_storage_only(t.dtype()) ? cast_copy(t, compute_dtype(t.dtype())) : t;
+}
+
 void check_float_complex(const Tensor& t, const char* op) {
   dispatch_float_complex(t.dtype(), op, []<typename T>() {});
 }

@@ -20,6 +20,12 @@ void check_same_device(const Tensor& a, const Tensor& b, const char* op);
 void check_defined(const Tensor& t, const char* op, const char* what = "input");
 // f32, f64, c64 or c128, with dispatch_float_complex's error, before any device is chosen.
 void check_float_complex(const Tensor& t, const char* op);
+// The dtype of an op on operands a and b that must agree, where bf16 storage counts as f32 (the
+// f32-accumulating ops: matmul, linear, conv1x1): the shared dtype, f32 when either is bf16; any
+// other pairing is refused naming `op` and both dtypes.
+DType check_mixed_storage_pair(const Tensor& a, const Tensor& b, const char* op);
+// A bf16 tensor as the f32 its arithmetic runs in (an exact, untracked copy); others as they are.
+Tensor widen_storage(const Tensor& t);
 // For ops that have no kernel on t's device yet: a clear error naming the op and the device.
 void check_cpu(const Tensor& t, const char* op);
 

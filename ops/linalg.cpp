@@ -1,4 +1,6 @@
-// matmul, bmm, linear. The CPU kernel is Eigen's GEMM (ops/gemm_cpu.h) on row- or column-major operands,
+// matmul, bmm, linear. bf16 operands pair with f32 ones: read as f32, accumulated and returned in
+// f32 (the saved bf16 operand is what backward reads, so the tape keeps it at half the bytes).
+// The CPU kernel is Eigen's GEMM (ops/gemm_cpu.h) on row- or column-major operands,
 // so transposed views (W^T in linear, b^H in backward) are multiplied without a copy.
 //
 //   forward:  out (..., n, m) = a (..., n, k) @ b (..., k, m)
@@ -102,6 +104,9 @@ std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
 
 // The forward kernel: a (..., n, k) @ b (..., k, m) -> contiguous (broadcast batch..., n, m).
 Tensor matmul_kernel(Tensor a, Tensor b, const Shape& batch) {
+  // bf16 storage is read as f32 (exact) and multiplied by the f32 GEMM: f32 accumulation, f32 result.
+  a = kernels::widen_storage(a);
+  b = kernels::widen_storage(b);
   const int64_t n = a.sizes()[a.dim() - 2], k = a.sizes().back(), m = b.sizes().back();
   Shape out_sizes = batch;
   out_sizes.push_back(n);
@@ -126,10 +131,10 @@ Tensor matmul_kernel(Tensor a, Tensor b, const Shape& batch) {
 }
 
 void check_operands(const Tensor& a, const Tensor& b, const char* op) {
-  kernels::check_same_dtype(a, b, op);
+  const DType d = kernels::check_mixed_storage_pair(a, b, op);
   kernels::check_same_device(a, b, op);
   if (!kernels::on_cuda(a)) kernels::check_cpu(a, op);
-  GS_CHECK(is_differentiable(a.dtype()), "{}: expected f32, f64, c64 or c128 tensors, got {} and {}", op,
+  GS_CHECK(is_differentiable(d), "{}: expected f32, f64, c64 or c128 tensors (or bf16 with f32), got {} and {}", op,
            a.meta_str(), b.meta_str());
 }
 
@@ -216,12 +221,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   GS_CHECK(x.dim() >= 1 && x.sizes().back() == weight.sizes()[1],
            "linear: the input's last dim must equal the weight's in_features {}: got input {} and weight {} (out, in)",
            weight.sizes()[1], x.meta_str(), weight.meta_str());
-  kernels::check_same_dtype(x, weight, "linear");
+  const DType out_dtype = kernels::check_mixed_storage_pair(x, weight, "linear");
   if (bias.defined()) {
     GS_CHECK(bias.dim() == 1 && bias.sizes()[0] == weight.sizes()[0],
              "linear: expected a bias of shape ({},) to match the weight's out_features, got {}", weight.sizes()[0],
              bias.meta_str());
-    kernels::check_same_dtype(x, bias, "linear");
+    GS_CHECK(bias.dtype() == out_dtype, "linear: expected a bias of the result's dtype {}, got {}",
+             dtype_name(out_dtype), bias.meta_str());
   }
   Tensor out = matmul(x, transpose(weight, 0, 1));
   return bias.defined() ? add(out, bias) : out;

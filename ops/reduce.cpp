@@ -27,6 +27,7 @@ std::string dims_str(const std::vector<int64_t>& dims) {
 // These reductions are defined for real floating tensors only. `hint` says why complex is refused.
 void check_real_floating(const Tensor& t, const char* op, const char* hint) {
   kernels::check_defined(t, op);
+  if (is_storage_only(t.dtype())) fail_storage_only(op, t.dtype());
   GS_CHECK(is_floating(t.dtype()), "{}: expected an f32 or f64 tensor, got {}{}", op, t.meta_str(),
            is_complex(t.dtype()) ? hint : "");
 }

@@ -18,7 +18,7 @@ namespace {
 void parallel_copy(const Tensor& dst, const Tensor& src) {
   if (kernels::on_cuda(dst)) return copy_values(dst, src);  // the strided CUDA copy
   kernels::check_cpu(dst, "copy");
-  dispatch_all(dst.dtype(), "copy", [&]<typename T>() {
+  dispatch_storage(dst.dtype(), "copy", [&]<typename T>() {
     T* d = static_cast<T*>(dst.storage()->data());
     const T* s = static_cast<const T*>(src.storage()->data());
     kernels::parallel_runs<2>(dst.sizes(), {dst.strides(), src.strides()}, {dst.offset(), src.offset()},

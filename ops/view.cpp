@@ -273,10 +273,11 @@ Tensor to(const Tensor& t, DType dtype) {
   kernels::check_defined(t, "to");
   if (t.dtype() == dtype) return t;
   Tensor out = cast_copy(t, dtype);
-  DType in_dtype = t.dtype();
-  if (should_record({t}) && is_differentiable(dtype))
-    record_op("to_dtype", {t}, {&out}, {}, {}, [in_dtype](BackwardContext&, const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{to(g[0], in_dtype)};
+  // The gradient comes back in the input's gradient dtype: f32 <-> bf16 passes it through unrounded.
+  const DType in_grad = gradient_dtype(t.dtype());
+  if (should_record({t}) && carries_gradient(dtype))
+    record_op("to_dtype", {t}, {&out}, {}, {}, [in_grad](BackwardContext&, const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{to(g[0], in_grad)};
     });
   return out;
 }

@@ -48,6 +48,8 @@ void add_bench_command(CLI::App& app, CommandRegistry& commands) {
   sub->add_flag("--quick", args->options.quick, "Small sizes (a smoke run, not a measurement)");
   sub->add_option("--csv", args->options.csv, "Also write the results to this CSV file (sht, train)");
   sub->add_option("--device", args->options.device, "bench engine, sht, train: cpu (default), cuda or cuda:N");
+  sub->add_flag("--bf16-mlp", args->options.bf16_mlp,
+                "bench train: each case also with bf16 MLP storage (mlp_storage bf16), in the next row");
   sub->add_flag("--train", args->options.train_only, "bench dist: only the training steps (time and bytes by collective)");
   commands.add(sub, [args] { return run_bench(*args); });
 }

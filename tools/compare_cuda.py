@@ -137,6 +137,8 @@ def read_gs(path, what):
                 k = (r["grid"], int(r["nlat"]), int(r["nlon"]), int(r["batch"]), r["dir"], r["dtype"])
                 out[k] = {"ms": float(r["ms_call"]), "peak": float(r["peak_mb"])}
             else:
+                if r.get("mlp_storage", "f32") != "f32":  # the --bf16-mlp rows have no torch twin
+                    continue
                 k = (int(r["nlat"]), int(r["nlon"]), int(r["embed_dim"]), int(r["num_layers"]), int(r["batch"]))
                 out[k] = {"ms": float(r["ms_step"]), "peak": float(r["peak_mb"])}
     return out

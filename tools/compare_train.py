@@ -132,6 +132,8 @@ def read_gs_csv(path):
     out = {}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
+            if row.get("mlp_storage", "f32") != "f32":  # the --bf16-mlp rows have no torch twin
+                continue
             key = tuple(int(pick(row, k1, k2)) for k1, k2 in
                         (("nlat", "nlat"), ("nlon", "nlon"), ("embed", "embed_dim"), ("layers", "num_layers"),
                          ("batch", "batch")))

@@ -66,6 +66,11 @@ void read_data(const ConfigNode& n, DataConfig& d) {
   d.netcdf.dtype = d.dtype;
 }
 
+// mlp_storage: "dtype" (the model's, the default) or "bf16" (MlpSpec::bf16_storage).
+bool read_mlp_storage(const ConfigNode& n, bool def) {
+  return n.get_choice_or("mlp_storage", def ? std::string("bf16") : std::string("dtype"), {"dtype", "bf16"}) == "bf16";
+}
+
 void read_sfno(const ConfigNode& n, models::SfnoOptions& o) {
   o.grid_internal = n.get_choice_or("grid_internal", o.grid_internal, kGrids);
   o.scale_factor = n.get_int_or("scale_factor", o.scale_factor, {.min = 1});
@@ -75,6 +80,7 @@ void read_sfno(const ConfigNode& n, models::SfnoOptions& o) {
   o.encoder_layers = n.get_int_or("encoder_layers", o.encoder_layers, {.min = 1});
   o.use_mlp = n.get_bool_or("use_mlp", o.use_mlp);
   o.mlp_ratio = n.get_real_or("mlp_ratio", o.mlp_ratio, {.min = 0, .min_exclusive = true});
+  o.mlp_bf16_storage = read_mlp_storage(n, o.mlp_bf16_storage);
   o.drop_rate = n.get_real_or("drop_rate", o.drop_rate, {.min = 0, .max = 1});
   o.drop_path_rate = n.get_real_or("drop_path_rate", o.drop_path_rate, {.min = 0, .max = 1});
   o.normalization_layer = n.get_choice_or("normalization_layer", o.normalization_layer,
@@ -100,6 +106,7 @@ void read_noise_sfno(const ConfigNode& n, models::NoiseSfnoOptions& o) {
   o.num_layers = n.get_int_or("num_layers", 4, {.min = 1});
   o.use_mlp = n.get_bool_or("use_mlp", o.use_mlp);
   o.mlp_ratio = n.get_real_or("mlp_ratio", o.mlp_ratio, {.min = 0, .min_exclusive = true});
+  o.mlp_bf16_storage = read_mlp_storage(n, o.mlp_bf16_storage);
   o.activation_function = n.get_choice_or("activation_function", o.activation_function, {"gelu", "relu", "silu"});
   o.encoder_layers = n.get_int_or("encoder_layers", o.encoder_layers, {.min = 1});
   o.pos_embed = n.get_bool_or("pos_embed", o.pos_embed);

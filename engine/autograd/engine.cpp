@@ -326,10 +326,11 @@ std::shared_ptr<Node> make_root(const std::vector<Tensor>& roots, const std::vec
                "{}: grad can be implicitly created only for outputs with one element; tensor {} is {}. Pass "
                "grad_outputs.",
                api, i, r.meta_str());
-      g = ones(r.sizes(), r.dtype(), r.device());
+      g = ones(r.sizes(), gradient_dtype(r.dtype()), r.device());
     } else {
-      GS_CHECK(g.sizes() == r.sizes() && g.dtype() == r.dtype(),
-               "{}: grad_output {} must match its tensor: expected {}, got {}", api, i, r.meta_str(), g.meta_str());
+      GS_CHECK(g.sizes() == r.sizes() && g.dtype() == gradient_dtype(r.dtype()),
+               "{}: grad_output {} must match its tensor {} (shape, and dtype {}), got {}", api, i, r.meta_str(),
+               dtype_name(gradient_dtype(r.dtype())), g.meta_str());
     }
     grads.push_back(g);
     edges.push_back(gradient_edge(r));

@@ -28,7 +28,8 @@ struct TensorMeta {
   Shape sizes;
   DType dtype = DType::f32;
   Device device;
-  static TensorMeta of(const Tensor& t) { return {t.sizes(), t.dtype(), t.device()}; }
+  // dtype is the gradient's: f32 for a bf16 tensor (gradient_dtype), the tensor's own otherwise.
+  static TensorMeta of(const Tensor& t) { return {t.sizes(), gradient_dtype(t.dtype()), t.device()}; }
   std::string str() const;
 };
 

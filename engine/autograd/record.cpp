@@ -96,7 +96,7 @@ void connect_node(const std::shared_ptr<Node>& node, const std::vector<Tensor>& 
     node->output_meta.push_back(TensorMeta::of(out));
     if (!node->forward_stream && out.device().type == DeviceType::cuda)
       node->forward_stream = cuda::current_stream(out.device().index);
-    if (!is_differentiable(out.dtype())) continue;  // masks, indices: no gradient flows
+    if (!carries_gradient(out.dtype())) continue;  // masks, indices: no gradient flows
     auto& m = out.impl()->meta();
     m.requires_grad = true;
     m.grad_fn = node;

@@ -151,7 +151,8 @@ GridPoint sphere_neighbour_index(int64_t h, int64_t w, int64_t dh, int64_t dw, i
 
 Tensor conv1x1(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const char* op = "conv1x1";
-  check_field(x, op);
+  // x may be bf16 storage (an activation kept at half the bytes): matmul reads it as f32.
+  check_field(x, op, "x (B, C, H, W)", /*allow_storage=*/true);
   const int64_t B = x.size(0), Cin = x.size(1), H = x.size(2), W = x.size(3);
   const int64_t Cout = check_conv_params(x, weight, bias, 1, op);
   Tensor y = reshape(matmul(weight, reshape(x, {B, Cin, H * W})), {B, Cout, H, W});  // (Cout, Cin) @ (B, Cin, HW)

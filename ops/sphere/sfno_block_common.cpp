@@ -4,15 +4,17 @@
 
 #include "engine/factory.h"
 #include "ops/elementwise.h"
+#include "ops/kernels.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
 
 namespace gs::sphere::detail {
 
-void check_field(const Tensor& x, const char* op, const char* what) {
+void check_field(const Tensor& x, const char* op, const char* what, bool allow_storage) {
   GS_CHECK(x.defined(), "{}: {} is an undefined tensor", op, what);
-  GS_CHECK(is_floating(x.dtype()) && x.dim() == 4, "{}: expected {} as an f32 or f64 tensor of 4 dims, got {}", op,
-           what, x.meta_str());
+  const bool dtype_ok = is_floating(x.dtype()) || (allow_storage && is_storage_only(x.dtype()));
+  GS_CHECK(dtype_ok && x.dim() == 4, "{}: expected {} as an {} tensor of 4 dims, got {}", op, what,
+           allow_storage ? "f32, f64 or bf16" : "f32 or f64", x.meta_str());
 }
 
 void check_eps(double eps, const char* op) {
@@ -61,12 +63,12 @@ int64_t check_conv_params(const Tensor& x, const Tensor& weight, const Tensor& b
   const std::string want = k == 1 ? fmt::format("(Cout, Cin) = (Cout, {})", Cin)
                                   : fmt::format("(Cout, Cin, {}, {}) = (Cout, {}, {}, {})", k, k, Cin, k, k);
   GS_CHECK(ok, "{}: expected a weight {} for x {}, got {}", op, want, shape_str(x.sizes()), weight.meta_str());
-  GS_CHECK(weight.dtype() == x.dtype(), "{}: expected the weight with x's dtype {}, got {}", op, dtype_name(x.dtype()),
-           weight.meta_str());
+  // bf16 storage on either side counts as f32 (matmul reads it so); the result and bias are f32 then.
+  const DType out_dtype = kernels::check_mixed_storage_pair(x, weight, op);
   const int64_t Cout = weight.size(0);
   if (bias.defined())
-    GS_CHECK(bias.dim() == 1 && bias.size(0) == Cout && bias.dtype() == x.dtype(),
-             "{}: expected a bias {} of dtype {} for a weight {}, got {}", op, shape_str({Cout}), dtype_name(x.dtype()),
+    GS_CHECK(bias.dim() == 1 && bias.size(0) == Cout && bias.dtype() == out_dtype,
+             "{}: expected a bias {} of dtype {} for a weight {}, got {}", op, shape_str({Cout}), dtype_name(out_dtype),
              shape_str(weight.sizes()), bias.meta_str());
   return Cout;
 }

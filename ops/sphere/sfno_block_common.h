@@ -13,7 +13,8 @@
 namespace gs::sphere::detail {
 
 // x must be a real (B, C, H, W) field.
-void check_field(const Tensor& x, const char* op, const char* what = "x (B, C, H, W)");
+// allow_storage: bf16 is accepted too (for the ops that read it as f32: conv1x1).
+void check_field(const Tensor& x, const char* op, const char* what = "x (B, C, H, W)", bool allow_storage = false);
 void check_eps(double eps, const char* op);
 // An optional per-channel parameter (C) with x's dtype; undefined stays undefined.
 Tensor channel_param(const Tensor& p, const Tensor& x, const char* op, const char* what);

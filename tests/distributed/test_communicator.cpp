@@ -199,6 +199,43 @@ void check_broadcast_async_exchange(Communicator& comm, Device dev) {
   comm.barrier();
 }
 
+// bf16 storage moves bit for bit (16-bit words over MPI, byte pairs over NCCL) and is not reduced.
+uint16_t bf16_tag(int rank, int64_t i) { return static_cast<uint16_t>(0x4000 + 64 * rank + i); }
+Tensor bf16_tagged(int rank, int64_t n, Device dev) {
+  std::vector<bfloat16> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = bfloat16::from_bits(bf16_tag(rank, i));
+  return to_device_copy(from_vector(v, {n}), dev);
+}
+std::vector<uint16_t> bf16_bits_of(const Tensor& t) {
+  const Tensor c = to_device_copy(t, Device::cpu());
+  std::vector<uint16_t> out;
+  for (int64_t i = 0; i < c.numel(); ++i) out.push_back(c.data<bfloat16>()[i].bits);
+  return out;
+}
+
+void check_bf16_moves(Communicator& comm, Device dev) {
+  const int n = comm.size(), me = comm.rank();
+  Tensor t = bf16_tagged(me, 3, dev);
+  comm.broadcast(t, n - 1);
+  CHECK(bf16_bits_of(t) == std::vector<uint16_t>{bf16_tag(n - 1, 0), bf16_tag(n - 1, 1), bf16_tag(n - 1, 2)});
+  std::vector<int64_t> counts(n);
+  int64_t total = 0;
+  for (int r = 0; r < n; ++r) total += counts[r] = r % 2 + 1;
+  Tensor all = empty({total}, DType::bf16, dev);
+  comm.all_gather(bf16_tagged(me, counts[me], dev), all, counts);
+  std::vector<uint16_t> want;
+  for (int r = 0; r < n; ++r)
+    for (int64_t i = 0; i < counts[r]; ++i) want.push_back(bf16_tag(r, i));
+  CHECK(bf16_bits_of(all) == want);
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  Tensor from_prev = empty({2}, DType::bf16, dev);
+  if (n <= 2) comm.exchange({{next, bf16_tagged(me, 2, dev), from_prev}});
+  else comm.exchange({{next, bf16_tagged(me, 2, dev), Tensor()}, {prev, Tensor(), from_prev}});
+  CHECK(bf16_bits_of(from_prev) == std::vector<uint16_t>{bf16_tag(prev, 0), bf16_tag(prev, 1)});
+  const std::string msg = gs_test::error_of([&] { comm.all_reduce(t, ReduceOp::sum); });
+  CHECK(gs_test::contains(msg, "bf16 is a storage dtype and is not reduced; cast to f32"));
+}
+
 // Every group of every grid of the world.
 void for_each_group(const std::function<void(Communicator&)>& body) {
   gs::test::for_each_grid([&](const ProcessGrid& grid) {
@@ -219,8 +256,11 @@ TEST_CASE("all_gather, reduce_scatter and all_to_all with uneven counts (includi
   for_each_group([](Communicator& comm) { check_uneven_collectives(comm, Device::cpu()); });
 }
 
-TEST_CASE("broadcast, non-blocking forms, point-to-point exchange and barrier") {
-  for_each_group([](Communicator& comm) { check_broadcast_async_exchange(comm, Device::cpu()); });
+TEST_CASE("broadcast, non-blocking forms, point-to-point exchange and barrier; bf16 moves bit for bit") {
+  for_each_group([](Communicator& comm) {
+    check_broadcast_async_exchange(comm, Device::cpu());
+    check_bf16_moves(comm, Device::cpu());
+  });
 }
 
 TEST_CASE("communicator errors say what was expected and what was received") {
@@ -258,6 +298,7 @@ void check_every_operation(Communicator& comm, Device dev) {
   check_all_reduce(comm, dev);
   check_uneven_collectives(comm, dev);
   check_broadcast_async_exchange(comm, dev);
+  check_bf16_moves(comm, dev);
 }
 
 // Whether this rank can run the GPU cases; says why not once.

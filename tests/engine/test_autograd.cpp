@@ -177,7 +177,7 @@ TEST_CASE("autograd: an implicit gradient only for one-element outputs") {
   mul(x2, 3.0).backward(f64({1, 10, 100}));
   check_values(x2.grad(), {3, 30, 300});
   msg = error_of([&] { mul(x2, 3.0).backward(f64({1, 2})); });
-  CHECK(has(msg, "grad_output 0 must match its tensor: expected f64 (3,) on cpu, got f64 (2,) on cpu"));
+  CHECK(has(msg, "grad_output 0 must match its tensor f64 (3,) on cpu (shape, and dtype f64), got f64 (2,) on cpu"));
   // A tensor outside any graph.
   msg = error_of([] { f64({1.0}).backward(); });
   CHECK(has(msg, "does not require grad and does not have a grad_fn"));

@@ -78,6 +78,10 @@ StateDict every_dtype() {
   s["empty"] = zeros({0, 3}, DType::f32);
   s["empty_c128"] = zeros({2, 0}, DType::c128);
   s["randn"] = randn({3, 5, 7}, RandomKey{7, 1}, DType::f32);
+  // bf16: a NaN payload, -0, inf, the smallest subnormal and an odd mantissa, bit for bit.
+  std::vector<bfloat16> b16;
+  for (uint16_t bits : {0x7fc1, 0x8000, 0x7f80, 0x0001, 0x3f81}) b16.push_back(bfloat16::from_bits(bits));
+  s["bf16"] = from_vector(b16, {5});
   return s;
 }
 
@@ -155,6 +159,7 @@ TEST_CASE("safetensors: the layout other readers expect") {
   CHECK(h["f32"]["dtype"] == "F32");
   CHECK(h["bool"]["dtype"] == "BOOL");
   CHECK(h["c64"]["dtype"] == "C64");
+  CHECK(h["bf16"]["dtype"] == "BF16");
   CHECK(h["c128"]["dtype"] == "F64");  // complex128 as (re, im) pairs
   CHECK(h["c128"]["shape"] == json::array({3, 1, 2}));
   CHECK(h["scalar"]["shape"] == json::array());
@@ -166,7 +171,7 @@ TEST_CASE("safetensors: the layout other readers expect") {
     if (name == "__metadata__") continue;
     uint64_t begin = e["data_offsets"][0], end = e["data_offsets"][1];
     std::string dt = e["dtype"];
-    uint64_t item = dt == "BOOL" ? 1 : dt == "F32" ? 4 : 8;
+    uint64_t item = dt == "BOOL" ? 1 : dt == "BF16" ? 2 : dt == "F32" ? 4 : 8;
     CAPTURE(name);
     CHECK(begin % item == 0);
     total += end - begin;

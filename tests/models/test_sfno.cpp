@@ -14,6 +14,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/gradcheck.h"
 #include "engine/factory.h"
+#include "engine/storage.h"
 #include "models/layers.h"
 #include "models/sfno.h"
 #include "ops/elementwise.h"
@@ -247,6 +248,62 @@ TEST_CASE("SFNO: backward reaches every parameter in f32") {
   // The spectral weight's gradient is not zero (it is the model's only global mixing).
   for (const auto& p : m.named_parameters())
     if (p.name == "blocks.0.global_conv.weight") CHECK(max_abs(abs(p.tensor.grad())) > 0);
+}
+
+namespace {
+
+// One f32 model against the same model (same seed, same weights) with bf16 MLP storage.
+void check_bf16_mlp_storage(const std::string& norm, double max_kept_ratio) {
+  CAPTURE(norm);
+  SfnoOptions o = tiny_options(DType::f32);
+  o.img_size = {16, 32}, o.embed_dim = 16, o.bias = true, o.normalization_layer = norm;
+  SfnoOptions ob = o;
+  ob.mlp_bf16_storage = true;
+  SFNO m(o), mb(ob);
+  const Tensor x = randn({2, 2, 16, 32}, {5, 1}, DType::f32);
+  Allocator& alloc = allocator_for(DeviceType::cpu);
+  // Bytes the forward pass leaves alive (the output and what the tape saved), each model on its own.
+  auto forward_kept = [&](SFNO& model, Tensor& out) {
+    const size_t before = alloc.bytes_in_use();
+    out = model.forward(x);
+    return alloc.bytes_in_use() - before;
+  };
+  Tensor y, yb;
+  const size_t kept = forward_kept(m, y);
+  const size_t kept_b = forward_kept(mb, yb);
+  MESSAGE("bytes kept after forward: f32 " << kept << ", bf16 MLP storage " << kept_b);
+  CHECK(yb.dtype() == DType::f32);
+  CHECK(static_cast<double>(kept_b) < max_kept_ratio * static_cast<double>(kept));
+  // The results differ by bf16 rounding: not at all would mean nothing was rounded.
+  const double scale = max_abs(y), diff = max_abs_diff(y, yb);
+  CHECK(diff > 0);
+  CHECK(diff < 2e-2 * scale);
+  mean(square(y)).backward();
+  mean(square(yb)).backward();
+  const auto pb = mb.named_parameters();
+  size_t i = 0;
+  for (const auto& p : m.named_parameters()) {
+    CAPTURE(p.name);
+    const Tensor& g = p.tensor.grad();
+    const Tensor& gb = pb[i++].tensor.grad();
+    REQUIRE(gb.defined());
+    CHECK(gb.dtype() == g.dtype());
+    const Tensor d = sub(g, gb);
+    CHECK(max_abs(is_complex(d.dtype()) ? abs(d) : d) <= 3e-2 * max_abs(is_complex(g.dtype()) ? abs(g) : g) + 1e-7);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("SFNO: bf16 MLP storage keeps less for backward and stays within bf16 rounding of f32") {
+  check_bf16_mlp_storage("none", 0.7);
+  check_bf16_mlp_storage("instance_norm", 0.8);
+  SfnoOptions relu = tiny_options(DType::f32);
+  relu.activation_function = "relu", relu.mlp_bf16_storage = true;
+  CHECK(contains(error_of([&] { SFNO bad(relu); }), "bf16 storage (mlp_storage bf16) needs activation gelu, got relu"));
+  SfnoOptions o64 = tiny_options(DType::f64);
+  o64.mlp_bf16_storage = true;
+  CHECK(contains(error_of([&] { SFNO bad(o64); }), "bf16 MLP storage (mlp_storage bf16) widens to f32, so it needs dtype f32, got f64"));
 }
 
 TEST_CASE("SFNO: initialisation follows torch-harmonics' scales and is keyed by name") {

@@ -84,6 +84,7 @@ model:
   embed_dim: 8
   noise_embed_dim: 4
   num_layers: 2
+  mlp_storage: bf16
 training:
   steps: 6
   batch_size: 2
@@ -98,7 +99,8 @@ YAML
 grep -q "data: netcdf legendre-gauss 16x32, variables \[vorticity, geopotential\]" "$work/nc.log" \
   || fail "unexpected data line: $(grep data: "$work/nc.log")"
 grep -q "NoiseConditionedSFNO" "$work/nc.log" || fail "expected the noise-conditioned model: $(cat "$work/nc.log")"
-echo "ok: trained a NoiseConditionedSFNO from NetCDF files"
+grep -q "loss" "$work/nc.log" || fail "no loss lines with bf16 MLP storage: $(cat "$work/nc.log")"
+echo "ok: trained a NoiseConditionedSFNO from NetCDF files (bf16 MLP storage)"
 
 # 4. Divergence: a huge learning rate makes the loss of the second step infinite; the run stops with
 #    a message and writes no checkpoint of the broken state (the weights were never changed).
@@ -116,5 +118,9 @@ grep -q "embed_dimm" "$work/typo.log" && grep -q "embed_dim" "$work/typo.log" ||
 sed -e 's/batch_size: 2/batch_size: two/' "$work/tiny.yaml" > "$work/type.yaml"
 if "$gs" train "$work/type.yaml" --out "$work/type" > "$work/type.log" 2>&1; then fail "a wrong type was accepted"; fi
 grep -q "training.batch_size" "$work/type.log" || fail "type message: $(cat "$work/type.log")"
+sed -e 's/embed_dim: 8/embed_dim: 8\n  mlp_storage: f16/' "$work/tiny.yaml" > "$work/storage.yaml"
+if "$gs" train "$work/storage.yaml" --out "$work/storage" > "$work/storage.log" 2>&1; then fail "mlp_storage f16 was accepted"; fi
+grep -q "mlp_storage" "$work/storage.log" && grep -q "bf16" "$work/storage.log" \
+  || fail "mlp_storage message: $(cat "$work/storage.log")"
 echo "ok: configuration errors name the key"
 echo "train-cli: all checks passed"

@@ -1,4 +1,4 @@
-// `gradsphere bench train [--device cuda] [--quick] [--csv FILE]`: one training step of torch-harmonics' example
+// `gradsphere bench train [--device cuda] [--quick] [--bf16-mlp] [--csv FILE]`: one training step of torch-harmonics' example
 // SFNO (its defaults: equiangular input, legendre-gauss internal grid, scale_factor 3, 3 -> 3
 // channels, gelu, MLP ratio 2, no norm, no position embedding) with an MSE loss and Adam
 // (gs::models::Adam, lr 1e-3), f32. Per case:
@@ -6,6 +6,8 @@
 //   fwd / bwd / adam   the median of each phase timed on its own, in the same steps
 //   peak MB    allocator high-water mark over the timed steps (reset after warm-up): parameters,
 //              Adam state, activations saved for backward, gradients and the cached Legendre tables
+//   MLP        f32, or bf16 (--bf16-mlp adds that row after each case: the MLP keeps its saved
+//              activations in bf16, MlpSpec::bf16_storage; the transforms and weights stay f32)
 //   torch ms   a generic-BLAS PyTorch + torch-harmonics step on this kind of 2-core machine (the
 //              brief's figures, for orientation; tools/compare_train.py measures it side by side)
 // With --device cuda the model is built on the CPU and moved (Module::to), the data lives on the
@@ -44,6 +46,7 @@ struct Case {
 
 struct Result {
   Case c;
+  bool bf16_mlp = false;
   int64_t params = 0;
   double ms_step = 0, ms_fwd = 0, ms_bwd = 0, ms_adam = 0, peak_mb = 0;
 };
@@ -57,8 +60,9 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-Result run_case(const Case& c, bool quick, Device d) {
+Result run_case(const Case& c, bool quick, Device d, bool bf16_mlp) {
   models::SfnoOptions o;  // torch-harmonics' defaults except the sizes
+  o.mlp_bf16_storage = bf16_mlp;
   o.img_size = {c.nlat, c.nlon};
   o.embed_dim = c.embed;
   o.num_layers = c.layers;
@@ -102,6 +106,7 @@ Result run_case(const Case& c, bool quick, Device d) {
 
   Result r;
   r.c = c;
+  r.bf16_mlp = bf16_mlp;
   r.params = model.num_parameters();
   r.ms_step = 1e3 * s;
   r.ms_fwd = median(fwd), r.ms_bwd = median(bwd), r.ms_adam = median(opt);
@@ -135,34 +140,39 @@ int bench_train(const BenchOptions& opt) {
   // On a GPU also the sizes it is for: ERA5's 0.25 degree grid with an SFNO of makani's width.
   if (!d.is_cpu() && !opt.quick) cases.push_back({721, 1440, 256, 8, 1, 0.0});
 
-  fmt::print("| {:>11} | {:>5} | {:>6} | {:>5} | {:>8} | {:>9} | {:>8} | {:>8} | {:>8} | {:>8} | {:>8} | {:>7} |\n",
-             "nlat x nlon", "embed", "layers", "batch", "params", "ms/step", "fwd", "bwd", "adam", "peak MB",
+  fmt::print("| {:>11} | {:>5} | {:>6} | {:>5} | {:>4} | {:>8} | {:>9} | {:>8} | {:>8} | {:>8} | {:>8} | {:>8} | "
+             "{:>7} |\n",
+             "nlat x nlon", "embed", "layers", "batch", "MLP", "params", "ms/step", "fwd", "bwd", "adam", "peak MB",
              "torch ms", "speedup");
-  fmt::print("|{:->13}|{:->7}|{:->8}|{:->7}|{:->10}|{:->11}|{:->10}|{:->10}|{:->10}|{:->10}|{:->10}|{:->9}|\n", ":",
-             ":", ":", ":", ":", ":", ":", ":", ":", ":", ":", ":");
+  fmt::print("|{:->13}|{:->7}|{:->8}|{:->7}|{:->6}|{:->10}|{:->11}|{:->10}|{:->10}|{:->10}|{:->10}|{:->10}|{:->9}|\n",
+             ":", ":", ":", ":", ":", ":", ":", ":", ":", ":", ":", ":", ":");
   std::vector<Result> all;
   for (Case c : cases) {
     if (!d.is_cpu()) c.torch_ms = 0;  // the reference figures are the CPU's
-    Result r = run_case(c, opt.quick, d);
-    fmt::print("| {:>11} | {:>5} | {:>6} | {:>5} | {:>8} | {:>9.2f} | {:>8.2f} | {:>8.2f} | {:>8.2f} | {:>8.2f} | {:>8} "
-               "| {:>7} |\n",
-               fmt::format("{}x{}", c.nlat, c.nlon), c.embed, c.layers, c.batch, r.params, r.ms_step, r.ms_fwd,
-               r.ms_bwd, r.ms_adam, r.peak_mb, c.torch_ms > 0 ? fmt::format("{:.1f}", c.torch_ms) : "-",
-               c.torch_ms > 0 ? fmt::format("{:.2f}x", c.torch_ms / r.ms_step) : "-");
-    std::fflush(stdout);
-    all.push_back(r);
-    sphere::clear_legendre_cache();
+    for (bool bf16 : {false, true}) {
+      if (bf16 && !opt.bf16_mlp) continue;
+      Result r = run_case(c, opt.quick, d, bf16);
+      fmt::print("| {:>11} | {:>5} | {:>6} | {:>5} | {:>4} | {:>8} | {:>9.2f} | {:>8.2f} | {:>8.2f} | {:>8.2f} | "
+                 "{:>8.2f} | {:>8} | {:>7} |\n",
+                 fmt::format("{}x{}", c.nlat, c.nlon), c.embed, c.layers, c.batch, bf16 ? "bf16" : "f32", r.params,
+                 r.ms_step, r.ms_fwd, r.ms_bwd, r.ms_adam, r.peak_mb,
+                 c.torch_ms > 0 ? fmt::format("{:.1f}", c.torch_ms) : "-",
+                 c.torch_ms > 0 ? fmt::format("{:.2f}x", c.torch_ms / r.ms_step) : "-");
+      std::fflush(stdout);
+      all.push_back(r);
+      sphere::clear_legendre_cache();
+    }
   }
 
   if (!opt.csv.empty())
     write_bench_csv(opt.csv, "bench train",
                     "nlat,nlon,embed_dim,num_layers,batch,params,threads,ms_step,ms_forward,ms_backward,ms_adam,peak_mb,"
-                    "torch_ms_reference",
+                    "torch_ms_reference,mlp_storage",
                     [&](std::FILE* f) {
                       for (const auto& r : all)
-                        fmt::print(f, "{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.1f}\n", r.c.nlat,
+                        fmt::print(f, "{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.1f},{}\n", r.c.nlat,
                                    r.c.nlon, r.c.embed, r.c.layers, r.c.batch, r.params, threads, r.ms_step, r.ms_fwd,
-                                   r.ms_bwd, r.ms_adam, r.peak_mb, r.c.torch_ms);
+                                   r.ms_bwd, r.ms_adam, r.peak_mb, r.c.torch_ms, r.bf16_mlp ? "bf16" : "f32");
                     });
   return 0;
 }

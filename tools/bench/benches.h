@@ -11,6 +11,7 @@ struct BenchOptions {
   std::string csv;     // if set, also write the results there as CSV (benchmarks that support it)
   bool train_only = false;  // bench dist: only the training step
   std::string device = "cpu";  // bench engine, sht and train: cpu, cuda or cuda:N
+  bool bf16_mlp = false;  // bench train: each case also with the MLP's saved activations in bf16
 };
 
 int bench_engine(const BenchOptions& opt);
