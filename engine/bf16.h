@@ -55,6 +55,24 @@ GS_BF16_HD inline uint16_t from_double(double d) {
   return from_float(bits_float(u | 1u));
 }
 
+// An integer -> bf16 bits, rounded once: beyond 2^53 it is first rounded to odd at 53 bits (the
+// dropped bits ORed into the lowest kept one), which double holds exactly.
+template <typename I>
+GS_BF16_HD inline uint16_t from_integer(I i) {
+  bool negative = false;
+  if constexpr (std::is_signed_v<I>) negative = i < 0;
+  uint64_t m = negative ? uint64_t{0} - static_cast<uint64_t>(i) : static_cast<uint64_t>(i);
+  int shift = 0;
+  while ((m >> shift) >= (uint64_t{1} << 53)) ++shift;
+  if (shift > 0) {
+    const uint64_t dropped = m & ((uint64_t{1} << shift) - 1);
+    const uint64_t kept = (m >> shift) | (dropped != 0 ? 1u : 0u);
+    m = kept << shift;
+  }
+  const double d = static_cast<double>(m);
+  return from_double(negative ? -d : d);
+}
+
 GS_BF16_HD inline float to_float(uint16_t b) { return bits_float(static_cast<uint32_t>(b) << 16); }
 
 }  // namespace bf16_bits
@@ -67,7 +85,7 @@ struct bfloat16 {
   GS_BF16_HD explicit bfloat16(double d) : bits(bf16_bits::from_double(d)) {}
   GS_BF16_HD explicit bfloat16(bool b) : bits(b ? 0x3f80u : 0u) {}
   template <typename I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
-  GS_BF16_HD explicit bfloat16(I i) : bits(bf16_bits::from_double(static_cast<double>(i))) {}
+  GS_BF16_HD explicit bfloat16(I i) : bits(bf16_bits::from_integer(i)) {}
 
   static GS_BF16_HD bfloat16 from_bits(uint16_t b) {
     bfloat16 r;

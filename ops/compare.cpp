@@ -12,6 +12,7 @@ namespace gs {
 namespace {
 
 Tensor compare(const Tensor& a, const Tensor& b, const char* op, math::CompareCode code) {
+  if (a.defined() && is_storage_only(a.dtype())) fail_storage_only(op, a.dtype());  // before the device's kernel
   kernels::check_same_dtype(a, b, op);
   kernels::check_same_device(a, b, op);
   const bool ordered = code != math::CompareCode::eq && code != math::CompareCode::ne;
@@ -91,6 +92,7 @@ Tensor logical_and(const Tensor& a, const Tensor& b) {
 
 Tensor isfinite(const Tensor& t) {
   kernels::check_defined(t, "isfinite");
+  if (is_storage_only(t.dtype())) fail_storage_only("isfinite", t.dtype());
   Tensor out = empty(t.sizes(), DType::b8, t.device());
   if (kernels::on_cuda(t)) {
     kernels::cuda_isfinite(out, t);
@@ -113,6 +115,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   kernels::check_defined(cond, "where", "the condition");
   GS_CHECK(cond.dtype() == DType::b8, "where: the condition must be a bool mask, got {}", cond.meta_str());
   kernels::check_same_dtype(a, b, "where");
+  if (is_storage_only(a.dtype())) fail_storage_only("where", a.dtype());
   kernels::check_same_device(a, b, "where");
   kernels::check_same_device(cond, a, "where");
   Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");

@@ -141,7 +141,7 @@ struct FusedGelu {
 
 Tensor gelu_fused(const Tensor& x, const Tensor& bias) {
   GS_CHECK(x.defined() && is_floating(compute_dtype(x.dtype())),
-           "gelu_fused: expected an f32, f64 or bf16 (read as f32) tensor, got {}", x.defined() ? x.meta_str() : "undefined");
+           "gelu_fused: expected an f32 or f64 tensor (or bf16, read as f32), got {}", x.defined() ? x.meta_str() : "undefined");
   if (bias.defined()) kernels::check_same_device(x, bias, "gelu_fused");
   if (!bias.defined()) return apply_function<FusedGelu>("gelu_fused", {x})[0];
   GS_CHECK(x.dim() >= 2 && x.size(0) >= 1 && bias.dim() == 1 && bias.size(0) == x.size(1) &&

@@ -151,7 +151,7 @@ Tensor& fill_impl(Tensor& self, double value, const char* op) {
     return self;
   }
   kernels::check_cpu(self, op);
-  dispatch_all(self.dtype(), op, [&]<typename T>() {
+  dispatch_storage(self.dtype(), op, [&]<typename T>() {  // bf16 too: a fill computes nothing
     const T v = [&] {
       if constexpr (std::is_same_v<T, bool>) return value != 0.0;
       else return scalar_as<T>(value);
@@ -265,10 +265,10 @@ Tensor& copy_(Tensor& self, const Tensor& src) {
   check_inplace(self, "copy_", {src});
   const Tensor before = value_before_write(self, src);
   copy_values(self, before);
-  const DType src_dtype = src.dtype();
+  const DType src_dtype = gradient_dtype(src.dtype());  // f32 for a bf16 source: never rounded
   finish_inplace(self, "copy_", {before}, [src_dtype](BackwardContext& ctx, const std::vector<Tensor>& g) {
     // The old value of self is gone: no gradient reaches it. The source gets g, cast back to its
-    // dtype (complex -> real keeps the real part, as the forward cast); the engine sums it to
+    // gradient dtype (complex -> real keeps the real part, as the forward cast); the engine sums it to
     // the source's shape when the source was broadcast.
     Tensor g_src = ctx.needs_input_grad(1) ? to(g[0], src_dtype) : Tensor();
     return std::vector<Tensor>{zeros_like(g[0]), g_src};

@@ -7,10 +7,11 @@ namespace gs {
 
 namespace {
 
-// Where `view` sits in its base's storage.
+// Where `view` sits in its base's storage, with the dtypes of the gradients that the relation routes
+// (f32 for bf16 storage: one element for one, so the geometry is the same).
 ViewRelation relation_of(const Tensor& view, const Tensor& base) {
-  return {base.sizes(), base.strides(), base.offset(), base.dtype(),
-          view.sizes(), view.strides(), view.offset(), view.dtype()};
+  return {base.sizes(), base.strides(), base.offset(), gradient_dtype(base.dtype()),
+          view.sizes(), view.strides(), view.offset(), gradient_dtype(view.dtype())};
 }
 
 // PyTorch's view semantics: a view whose storage changed since its autograd state was set (its

@@ -64,6 +64,9 @@ int64_t check_conv_params(const Tensor& x, const Tensor& weight, const Tensor& b
                                   : fmt::format("(Cout, Cin, {}, {}) = (Cout, {}, {}, {})", k, k, Cin, k, k);
   GS_CHECK(ok, "{}: expected a weight {} for x {}, got {}", op, want, shape_str(x.sizes()), weight.meta_str());
   // bf16 storage on either side counts as f32 (matmul reads it so); the result and bias are f32 then.
+  if (!is_storage_only(x.dtype()) && !is_storage_only(weight.dtype()))
+    GS_CHECK(weight.dtype() == x.dtype(), "{}: expected the weight with x's dtype {}, got {}", op,
+             dtype_name(x.dtype()), weight.meta_str());
   const DType out_dtype = kernels::check_mixed_storage_pair(x, weight, op);
   const int64_t Cout = weight.size(0);
   if (bias.defined())

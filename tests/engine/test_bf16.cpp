@@ -229,3 +229,43 @@ TEST_CASE("bf16: gradients through bf16 storage are f32 and pass through unround
   sum(mul(to(vt, DType::f32), from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2}))).backward();
   CHECK(v.grad().to_vector<float>() == std::vector<float>{1, 3, 2, 4});
 }
+
+TEST_CASE("bf16: integers round once, however large") {
+  // 2^60 + 2^52 + 1 lies just above the midpoint of 2^60 and 2^60 + 2^53; through double (which
+  // rounds it onto the midpoint) it would tie down to 2^60.
+  const int64_t big = (int64_t{1} << 60) + (int64_t{1} << 52) + 1;
+  const uint16_t up = bf16_bits::from_double(std::ldexp(1.0, 60) + std::ldexp(1.0, 53));
+  CHECK(bfloat16(big).bits == up);
+  CHECK(bfloat16(-big).bits == (up | 0x8000u));
+  CHECK(bfloat16(uint64_t{0xffffffffffffffffu}).bits == bf16_bits::from_double(std::ldexp(1.0, 64)));
+  CHECK(bfloat16(int64_t{257}).bits == 0x4380u);  // a tie: 256, the even neighbour
+  CHECK(bfloat16(int64_t{259}).bits == 0x4382u);  // a tie: 260
+  CHECK(to(from_vector(std::vector<int64_t>{big}, {1}), DType::bf16).data<bfloat16>()[0].bits == up);
+}
+
+TEST_CASE("bf16: in-place writes into and from bf16 storage keep f32 gradients") {
+  const Tensor w = from_vector(std::vector<float>{1.0f / 3.0f, 0.7f, -1e-5f}, {3});
+  // copy_ from a bf16 source with history: the source's gradient is f32 and unrounded.
+  Tensor x = from_vector(std::vector<float>{0.5f, 1.5f, -2.0f}, {3});
+  x.set_requires_grad(true);
+  Tensor d = mul(zeros({3}, DType::f32), 1.0);
+  copy_(d, to(x, DType::bf16));
+  sum(mul(d, w)).backward();
+  CHECK(x.grad().to_vector<float>() == w.to_vector<float>());
+  // A write into a view of a bf16 non-leaf: the base's history is rebased (copy_slices), and the
+  // view relation routes f32 gradients.
+  Tensor x2 = from_vector(std::vector<float>{0.5f, 1.5f, -2.0f}, {3});
+  x2.set_requires_grad(true);
+  Tensor y = from_vector(std::vector<float>{4.0f}, {1});
+  y.set_requires_grad(true);
+  Tensor h = to(x2, DType::bf16);
+  Tensor first = narrow(h, 0, 0, 1);
+  copy_(first, y);
+  sum(mul(to(h, DType::f32), w)).backward();
+  CHECK(x2.grad().to_vector<float>() == std::vector<float>{0.0f, 0.7f, -1e-5f});
+  CHECK(y.grad().to_vector<float>() == std::vector<float>{1.0f / 3.0f});
+  // fill_ writes bf16 (a fill computes nothing).
+  Tensor b = zeros({2}, DType::bf16);
+  fill_(b, 0.1);
+  CHECK(b.data<bfloat16>()[1].bits == 0x3dcdu);
+}
