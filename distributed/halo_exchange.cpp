@@ -4,8 +4,6 @@
 // asking each other, and a halo wider than a neighbour's tile (or a pole turn that reaches across
 // the longitude split) needs no special case.
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <tuple>
 
 #include "distributed/collectives.h"
@@ -13,6 +11,7 @@
 #include "engine/autograd/record.h"
 #include "engine/error.h"
 #include "engine/factory.h"
+#include "engine/keyed_cache.h"
 #include "ops/view.h"
 
 namespace gs::dist {
@@ -43,19 +42,14 @@ struct HaloPlan {
 
 using PlanKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
 
-std::shared_ptr<const HaloPlan> plan_for(const ProcessGrid& grid, int64_t hr, int64_t hc, int64_t nlat, int64_t nlon) {
-  static std::mutex mu;
-  static std::map<PlanKey, std::shared_ptr<const HaloPlan>> cache;
-  const int64_t H = grid.h_size(), W = grid.w_size();
-  const int64_t me = grid.h_rank() * W + grid.w_rank();
-  PlanKey key{H, W, me, hr, hc, nlat, nlon, 0};
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
+// Key: (H, W, my h*W+w, halo rows, halo cols, nlat, nlon, 0).
+std::shared_ptr<const HaloPlan> build_plan(const PlanKey& key) {
+  const auto [H, W, me, hr, hc, nlat, nlon, unused] = key;
   auto plan = std::make_shared<HaloPlan>();
   const int64_t peers = H * W;
   plan->send.resize(peers);
   plan->recv.resize(peers);
-  const Block my_r = split_block(nlat, H, grid.h_rank()), my_c = split_block(nlon, W, grid.w_rank());
+  const Block my_r = split_block(nlat, H, me / W), my_c = split_block(nlon, W, me % W);
   plan->rows = my_r.count, plan->cols = my_c.count;
   plan->ext_rows = my_r.count + 2 * hr, plan->ext_cols = my_c.count + 2 * hc;
   for (int64_t q = 0; q < peers; ++q) {
@@ -72,8 +66,14 @@ std::shared_ptr<const HaloPlan> plan_for(const ProcessGrid& grid, int64_t hr, in
       }
     }
   }
-  cache[key] = plan;
   return plan;
+}
+
+std::shared_ptr<const HaloPlan> plan_for(const ProcessGrid& grid, int64_t hr, int64_t hc, int64_t nlat, int64_t nlon) {
+  // Never destroyed, as the other plan caches (engine/keyed_cache.h).
+  static auto* cache = new KeyedCache<PlanKey, HaloPlan>(build_plan);
+  const int64_t H = grid.h_size(), W = grid.w_size();
+  return cache->get(PlanKey{H, W, grid.h_rank() * W + grid.w_rank(), hr, hc, nlat, nlon, 0});
 }
 
 void check_halo_args(const Tensor& x, const ProcessGrid& grid, int64_t hr, int64_t hc, int64_t nlat, int64_t nlon,

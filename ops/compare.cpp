@@ -5,6 +5,7 @@
 #include "engine/autograd/record.h"
 #include "engine/factory.h"
 #include "ops/compare.h"
+#include "ops/elementwise_launch.h"
 #include "ops/kernels.h"
 #include "ops/registry.h"
 
@@ -20,7 +21,10 @@ Tensor compare(const Tensor& a, const Tensor& b, const char* op, math::CompareCo
            "{}: ordering comparisons need a real dtype (f32, f64, i64), got {}", op, dtype_name(a.dtype()));
   Tensor out = empty(broadcast_shapes(a.sizes(), b.sizes(), op), DType::b8, a.device());
   if (kernels::on_cuda(a)) {
-    kernels::cuda_compare(code, out, a, b, op);
+    kernels::launch_strided_cuda<3>(op, out, {&a, &b}, [&](const auto& loop, void* stream) {
+      return GS_CUDA_CALL(
+          cuda_kernels::compare(code, a.dtype(), out.raw_data(), a.raw_data(), b.raw_data(), loop, stream));
+    });
     return out;
   }
   kernels::check_cpu(a, op);
@@ -95,7 +99,9 @@ Tensor isfinite(const Tensor& t) {
   if (is_storage_only(t.dtype())) fail_storage_only("isfinite", t.dtype());
   Tensor out = empty(t.sizes(), DType::b8, t.device());
   if (kernels::on_cuda(t)) {
-    kernels::cuda_isfinite(out, t);
+    kernels::launch_strided_cuda<2>("isfinite", out, {&t}, [&](const auto& loop, void* stream) {
+      return GS_CUDA_CALL(cuda_kernels::isfinite(t.dtype(), out.raw_data(), t.raw_data(), loop, stream));
+    });
     return out;
   }
   kernels::check_cpu(t, "isfinite");
@@ -121,7 +127,10 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
   Tensor out = empty(shape, a.dtype(), a.device());
   if (kernels::on_cuda(a)) {
-    kernels::cuda_where(out, cond, a, b);
+    kernels::launch_strided_cuda<4>("where", out, {&cond, &a, &b}, [&](const auto& loop, void* stream) {
+      return GS_CUDA_CALL(cuda_kernels::where(a.dtype(), out.raw_data(), cond.raw_data(), a.raw_data(), b.raw_data(),
+                                              loop, stream));
+    });
   } else {
     kernels::check_cpu(a, "where");
     dispatch_all(a.dtype(), "where", [&]<typename T>() {

@@ -4,6 +4,7 @@
 #include "engine/factory.h"
 #include "ops/complex_ops.h"
 #include "ops/elementwise.h"
+#include "ops/elementwise_launch.h"
 #include "ops/kernels.h"
 #include "ops/registry.h"
 #include "ops/view.h"
@@ -44,7 +45,10 @@ Tensor complex(const Tensor& re, const Tensor& im) {
   GS_CHECK(is_floating(re.dtype()), "complex: expected f32 or f64 parts, got {}", dtype_name(re.dtype()));
   Tensor out = empty(broadcast_shapes(re.sizes(), im.sizes(), "complex"), complex_dtype(re.dtype()), re.device());
   if (kernels::on_cuda(re)) {
-    kernels::cuda_make_complex(out, re, im);
+    kernels::launch_strided_cuda<3>("complex", out, {&re, &im}, [&](const auto& loop, void* stream) {
+      return GS_CUDA_CALL(
+          cuda_kernels::make_complex(re.dtype(), out.raw_data(), re.raw_data(), im.raw_data(), loop, stream));
+    });
   } else {
     kernels::check_cpu(re, "complex");
     dispatch_float(re.dtype(), "complex", [&]<typename T>() {

@@ -1,5 +1,5 @@
 // Composite paths: an op (or an optimizer step) with a native CPU kernel and, on CUDA, another
-// path instead (the sphere ops: batched GEMMs or hand-written kernels as ops/sphere/device_form.h
+// path instead (the sphere ops: batched GEMMs or hand-written kernels as ops/sphere/legendre/path.h
 // says, tensor-op norms; the optimizers' updates) takes that path when composite_path(t) is
 // true: on CUDA, and on the CPU inside a CompositePathsOnCpu scope, so the CPU suites run those
 // paths too and compare them with the native kernels.

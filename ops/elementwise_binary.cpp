@@ -7,6 +7,7 @@
 #include "engine/factory.h"
 #include "ops/complex_ops.h"
 #include "ops/elementwise.h"
+#include "ops/elementwise_launch.h"
 #include "ops/kernels.h"
 #include "ops/reduce.h"
 #include "ops/registry.h"
@@ -145,7 +146,7 @@ Tensor div(double a, const Tensor& b) { return div(scalar_like(b, a), b); }
 namespace {
 
 std::vector<OpSample> binary_samples(RandomKey k, bool complex_too) {
-  auto key = [&](uint64_t s) { return RandomKey{k.seed, k.stream * 100 + s}; };
+  auto key = [&](uint64_t s) { return sub_key(k, s); };
   std::vector<OpSample> s = {
       {"same shape", {sample_leaf({3, 5}, key(1)), sample_leaf({3, 5}, key(2))}},
       {"broadcast", {sample_leaf({2, 1, 4}, key(3)), sample_leaf({3, 1}, key(4))}},

@@ -8,6 +8,7 @@
 #include "ops/compare.h"
 #include "ops/complex_ops.h"
 #include "ops/elementwise.h"
+#include "ops/elementwise_launch.h"
 #include "ops/kernels.h"
 #include "ops/registry.h"
 
@@ -98,7 +99,9 @@ Tensor abs(const Tensor& a) {
   if (is_complex(a.dtype())) {
     Tensor out = empty(a.sizes(), real_dtype(a.dtype()), a.device());
     if (kernels::on_cuda(a)) {
-      kernels::cuda_complex_abs(out, a);
+      kernels::launch_strided_cuda<2>("abs", out, {&a}, [&](const auto& loop, void* stream) {
+        return GS_CUDA_CALL(cuda_kernels::complex_abs(a.dtype(), out.raw_data(), a.raw_data(), loop, stream));
+      });
     } else {
       kernels::check_cpu(a, "abs");
       dispatch_float_complex(a.dtype(), "abs", [&]<typename T>() {

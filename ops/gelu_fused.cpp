@@ -12,6 +12,7 @@
 #include "engine/error.h"
 #include "engine/factory.h"
 #include "ops/elementwise.h"
+#include "ops/gelu_fused_cuda.h"
 #include "ops/gelu_math.h"
 #include "ops/kernels.h"
 #include "ops/reduce.h"
@@ -65,10 +66,16 @@ std::pair<Tensor, Tensor> run_gelu_cuda(const Tensor& x, const Tensor& bias, con
   const Tensor b = bias.defined() ? reshape(bias, bshape) : zeros({}, x.dtype(), x.device());
   Tensor out = empty(x.sizes(), x.dtype(), x.device());
   if (!grad.defined()) {
-    kernels::cuda_gelu_bias_forward(out, x, b);
+    kernels::launch_strided_cuda<3>("gelu_fused", out, {&x, &b}, [&](const auto& loop, void* stream) {
+      return GS_CUDA_CALL(
+          cuda_kernels::gelu_bias_forward(x.dtype(), out.raw_data(), x.raw_data(), b.raw_data(), loop, stream));
+    });
     return {out, Tensor()};
   }
-  kernels::cuda_gelu_bias_backward(out, x, b, grad);
+  kernels::launch_strided_cuda<4>("gelu_fused backward", out, {&x, &b, &grad}, [&](const auto& loop, void* stream) {
+    return GS_CUDA_CALL(cuda_kernels::gelu_bias_backward(x.dtype(), out.raw_data(), x.raw_data(), b.raw_data(),
+                                                         grad.raw_data(), loop, stream));
+  });
   if (!bias.defined()) return {out, Tensor()};
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < x.dim(); ++d)

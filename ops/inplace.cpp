@@ -14,6 +14,7 @@
 #include "ops/complex_ops.h"
 #include "ops/elementwise.h"
 #include "ops/inplace.h"
+#include "ops/elementwise_launch.h"
 #include "ops/kernels.h"
 #include "ops/registry.h"
 #include "ops/view.h"
@@ -283,7 +284,6 @@ Tensor& zero_(Tensor& self) { return fill_impl(self, 0.0, "zero_"); }
 namespace {
 
 using V = std::vector<Tensor>;
-RandomKey sub_key(RandomKey k, uint64_t s) { return {k.seed, k.stream * 100 + s}; }
 
 // In-place ops are checked through out-of-place wrappers: clone() gives a non-leaf that may be
 // written, and its rebased history must give the gradient of the composite function.

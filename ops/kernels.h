@@ -1,12 +1,15 @@
-// Shared machinery for CPU op kernels (internal to ops/): dtype/device checks and the strided,
-// broadcasting, OpenMP-parallel element loops that elementwise ops are built from.
+// Shared machinery of the op kernels (internal to ops/): dtype/device checks, the strided,
+// broadcasting, OpenMP-parallel element loops that elementwise ops are built from, and the CUDA
+// launch helpers every family dispatches through. Nothing family-specific lives here.
 #pragma once
 #include <omp.h>
 
 #include <array>
 
+#include "engine/strided_index.h"
 #include "engine/strided_loop.h"
 #include "engine/tensor.h"
+#include "gradsphere_config.h"
 #include "ops/composite_path.h"
 #include "ops/elementwise_math.h"
 
@@ -29,22 +32,56 @@ Tensor widen_storage(const Tensor& t);
 // For ops that have no kernel on t's device yet: a clear error naming the op and the device.
 void check_cpu(const Tensor& t, const char* op);
 
-// ---- CUDA twins of the loops below (ops/elementwise_cuda.cu), for an op whose inputs are on a
-// CUDA device: `out` is the op's fresh contiguous output, the operands broadcast to its shape.
-// Each throws naming `op` when the device is unusable or the dtype has no kernel.
+// Strides of `t` viewed as `shape` (0 along broadcast dims). `t` must be expandable to `shape`.
+Shape expanded_strides(const Tensor& t, const Shape& shape);
+
+// ---- CUDA dispatch, the one style (README.md, "A CUDA twin of a kernel"). A family's launchers
+// are declared in its <family>_cuda.h with plain arguments and defined in its <family>_cuda.cu;
+// the family's .cpp reaches them only through launch_cuda / launch_strided_cuda, with the
+// launcher call inside GS_CUDA_CALL. Nothing else in a .cpp depends on whether CUDA was built.
+
+// GS_CUDA_CALL(launcher(...)): the call in a CUDA build; `false` in a build without CUDA, where no
+// launcher is defined and the launch helpers throw before the call could run.
+#if GS_HAVE_CUDA
+#define GS_CUDA_CALL(...) (__VA_ARGS__)
+#else
+#define GS_CUDA_CALL(...) false
+#endif
+
 bool on_cuda(const Tensor& t);
-void cuda_unary(math::UnaryCode code, double param, const Tensor& out, const Tensor& a, const char* op);
-void cuda_binary(math::BinaryCode code, const Tensor& out, const Tensor& a, const Tensor& b, const char* op);
-void cuda_compare(math::CompareCode code, const Tensor& out, const Tensor& a, const Tensor& b, const char* op);
-void cuda_isfinite(const Tensor& out, const Tensor& a);
-void cuda_complex_abs(const Tensor& out, const Tensor& a);
-void cuda_make_complex(const Tensor& out, const Tensor& re, const Tensor& im);
-void cuda_where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
-// The fused GELU (ops/gelu_fused_cuda.cu): out = gelu(x + b); out = g * gelu'(x + b).
-void cuda_gelu_bias_forward(const Tensor& out, const Tensor& x, const Tensor& b);
-void cuda_gelu_bias_backward(const Tensor& out, const Tensor& x, const Tensor& b, const Tensor& g);
-// The current stream of t's device (a cudaStream_t), after checking the device is usable.
+// The current stream of t's device (a cudaStream_t), after checking that the device is usable;
+// in a build without CUDA, an error naming `op`.
 void* cuda_stream(const Tensor& t, const char* op);
+// A failed launch of `kernel` (or an earlier asynchronous device error) as an error naming `op`.
+void check_cuda_launch(const char* kernel, const char* op);
+
+// Runs launch(stream) on the current stream of t's device for `op`, then checks the launch of
+// `kernel`. `launch` returns the launcher's answer: false means it refused its arguments (no
+// kernel for t's dtype), reported naming op, the kernel and t.
+template <typename Launch>
+void launch_cuda(const char* op, const char* kernel, const Tensor& t, Launch&& launch) {
+  void* stream = cuda_stream(t, op);
+  GS_CHECK(launch(stream), "{}: the CUDA kernel {} has no form for {}", op, kernel, t.meta_str());
+  check_cuda_launch(kernel, op);
+}
+
+// launch_cuda for element loops: launch(loop, stream) gets the strided loop of `out` (operand 0)
+// and of `ins` broadcast to out's shape, all checked to be on out's device.
+template <int N, typename Launch>
+void launch_strided_cuda(const char* op, const Tensor& out, std::array<const Tensor*, N - 1> ins, Launch&& launch) {
+  void* stream = cuda_stream(out, op);
+  std::array<Shape, N> strides;
+  std::array<const Shape*, N> sp;
+  strides[0] = out.strides();
+  for (int k = 1; k < N; ++k) {
+    check_same_device(out, *ins[k - 1], op);
+    strides[k] = expanded_strides(*ins[k - 1], out.sizes());
+  }
+  for (int k = 0; k < N; ++k) sp[k] = &strides[k];
+  GS_CHECK(launch(make_strided_loop<N>(out.sizes(), sp), stream), "{}: no CUDA kernel for {} operands", op,
+           dtype_name(ins[N - 2]->dtype()));
+  check_cuda_launch(op, op);
+}
 
 // A result that an op made as a reshape (or squeeze) of a tensor it created itself: the user took
 // no view, so the result must not act as one (an in-place write on it would be refused as a
@@ -54,9 +91,6 @@ inline Tensor own_result(Tensor t) {
   if (t.defined()) t.impl()->view_base.reset();
   return t;
 }
-
-// Strides of `t` viewed as `shape` (0 along broadcast dims). `t` must be expandable to `shape`.
-Shape expanded_strides(const Tensor& t, const Shape& shape);
 
 // Runs f(offsets, inner_strides, len) over N operands of one shape, splitting dim 0 across
 // threads when the loop is large.

@@ -236,7 +236,6 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 namespace {
 
 using V = std::vector<Tensor>;
-RandomKey sub_key(RandomKey k, uint64_t s) { return {k.seed, k.stream * 100 + s}; }
 
 std::vector<OpSample> matmul_samples(RandomKey k) {
   const DType z = DType::c128;

@@ -183,7 +183,6 @@ Tensor logsumexp(const Tensor& t, std::vector<int64_t> dims, bool keepdim) {
 
 namespace {
 using V = std::vector<Tensor>;
-RandomKey sub_key(RandomKey k, uint64_t s) { return {k.seed, k.stream * 100 + s}; }
 
 // Random normal samples: ties have probability zero, so max/min are differentiable there.
 std::vector<OpSample> reduce_samples(RandomKey k) {

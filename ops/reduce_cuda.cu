@@ -8,11 +8,6 @@
 namespace gs::cuda_kernels {
 namespace {
 
-// Enough blocks to fill the GPU several times over (H100/H200: 132 SMs).
-constexpr int64_t kTargetBlocks = 1024;
-// A split's chunk is at least this many elements, so each block has work worth its launch.
-constexpr int64_t kMinChunk = 16384;
-
 template <typename T> struct accumulator { using type = T; };
 template <> struct accumulator<float> { using type = double; };
 template <> struct accumulator<cuda::std::complex<float>> { using type = cuda::std::complex<double>; };
@@ -132,22 +127,6 @@ constexpr bool supported() {
 }
 
 }  // namespace
-
-ReduceSplit plan_reduce_split(ReduceKind kind, DType dtype, int64_t n_out, int64_t n_in) {
-  ReduceSplit r;
-  if (n_out >= kTargetBlocks || n_in < 2 * kMinChunk) return r;
-  const int64_t by_blocks = (kTargetBlocks + n_out - 1) / n_out;
-  const int64_t by_chunk = n_in / kMinChunk;
-  r.splits = by_blocks < by_chunk ? by_blocks : by_chunk;
-  if (r.splits < 2) {
-    r.splits = 1;
-    return r;
-  }
-  int64_t acc_bytes = 8;
-  if (kind == ReduceKind::sum && (dtype == DType::c64 || dtype == DType::c128)) acc_bytes = 16;
-  r.scratch_bytes = n_out * r.splits * acc_bytes;
-  return r;
-}
 
 bool reduce(ReduceKind kind, DType dtype, void* out, const void* in, const StridedLoop<1>& outer,
             const StridedLoop<1>& inner, double scale, const ReduceSplit& split, void* scratch, void* stream) {

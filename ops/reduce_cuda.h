@@ -15,7 +15,26 @@ struct ReduceSplit {
   int64_t splits = 1;
   int64_t scratch_bytes = 0;
 };
-ReduceSplit plan_reduce_split(ReduceKind kind, DType dtype, int64_t n_out, int64_t n_in);
+// Planned on the host (the op allocates the scratch): enough blocks to fill the GPU several times
+// over (H100/H200: 132 SMs), each chunk at least kMinChunk elements so a block's work is worth
+// its launch.
+inline constexpr int64_t kTargetBlocks = 1024;
+inline constexpr int64_t kMinChunk = 16384;
+inline ReduceSplit plan_reduce_split(ReduceKind kind, DType dtype, int64_t n_out, int64_t n_in) {
+  ReduceSplit r;
+  if (n_out >= kTargetBlocks || n_in < 2 * kMinChunk) return r;
+  const int64_t by_blocks = (kTargetBlocks + n_out - 1) / n_out;
+  const int64_t by_chunk = n_in / kMinChunk;
+  r.splits = by_blocks < by_chunk ? by_blocks : by_chunk;
+  if (r.splits < 2) {
+    r.splits = 1;
+    return r;
+  }
+  int64_t acc_bytes = 8;
+  if (kind == ReduceKind::sum && (dtype == DType::c64 || dtype == DType::c128)) acc_bytes = 16;
+  r.scratch_bytes = n_out * r.splits * acc_bytes;
+  return r;
+}
 
 // out (contiguous, n_out elements) = reduction over `inner` starting at each output's base
 // offset in `in`, given by `outer`. `scratch` holds split.scratch_bytes bytes (unused when

@@ -1,9 +1,7 @@
 // sum, mean and sum_to. Sums accumulate f32 in double (and c64 in c128) so long reductions keep
 // their precision.
 #include "engine/autograd/record.h"
-#include "engine/cuda_runtime.h"
 #include "engine/strided_index.h"
-#include "gradsphere_config.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 #include "ops/reduce_kernel.h"
@@ -40,27 +38,21 @@ ReductionPlan plan_reduction(const Tensor& t, std::vector<int64_t> dims, bool ke
 
 void cuda_reduce(cuda_kernels::ReduceKind kind, const Tensor& t, const ReductionPlan& plan, const Tensor& out, double scale,
                  const char* op) {
-#if GS_HAVE_CUDA
-  void* stream = cuda_stream(t, op);
   Shape outer_sizes, outer_strides, inner_sizes, inner_strides;
   for (int64_t d = 0; d < t.dim(); ++d) {
     if (plan.reduced[d]) inner_sizes.push_back(t.sizes()[d]), inner_strides.push_back(t.strides()[d]);
     else outer_sizes.push_back(t.sizes()[d]), outer_strides.push_back(t.strides()[d]);
   }
-  auto outer = make_strided_loop<1>(outer_sizes, {&outer_strides});
-  auto inner = make_strided_loop<1>(inner_sizes, {&inner_strides});
-  const auto k = kind;
-  const auto split = cuda_kernels::plan_reduce_split(k, t.dtype(), outer.numel, inner.numel);
-  // Scratch for split outputs' partials, from the caching allocator (freed when it goes out of
-  // scope: stream order makes it safe to reuse after the kernels that read it).
-  Tensor scratch = split.splits > 1 ? empty({(split.scratch_bytes + 7) / 8}, DType::f64, t.device()) : Tensor();
-  const bool ok = cuda_kernels::reduce(k, t.dtype(), out.raw_data(), t.raw_data(), outer, inner, scale, split,
-                                       scratch.defined() ? scratch.raw_data() : nullptr, stream);
-  GS_CHECK(ok, "{}: no CUDA kernel for {}", op, t.meta_str());
-  cuda::check_launch("reduce", op);
-#else
-  fail("{}: {} needs CUDA, and this gradsphere was built without it", op, t.device());
-#endif
+  const auto outer = make_strided_loop<1>(outer_sizes, {&outer_strides});
+  const auto inner = make_strided_loop<1>(inner_sizes, {&inner_strides});
+  const auto split = cuda_kernels::plan_reduce_split(kind, t.dtype(), outer.numel, inner.numel);
+  launch_cuda(op, "reduce", t, [&](void* stream) {
+    // Scratch for split outputs' partials, from the caching allocator (freed when it goes out of
+    // scope: stream order makes it safe to reuse after the kernels that read it).
+    const Tensor scratch = split.splits > 1 ? empty({(split.scratch_bytes + 7) / 8}, DType::f64, t.device()) : Tensor();
+    return GS_CUDA_CALL(cuda_kernels::reduce(kind, t.dtype(), out.raw_data(), t.raw_data(), outer, inner, scale, split,
+                                             scratch.defined() ? scratch.raw_data() : nullptr, stream));
+  });
 }
 
 }  // namespace kernels

@@ -73,7 +73,9 @@ BackendCheck compare_with_cpu(const OpInfo& op, const OpSample& sample, const Ba
 // CPU's gradcheck of it checks d's forward and backward kernels against finite differences.
 DifferentiableFn on_device(const DifferentiableFn& fn, Device d);
 
-// Helpers for sample makers: random f64 / c128 leaves that require grad.
+// Helpers for sample makers. The s-th sub-key of a sample key (distinct leaves of one sample).
+inline RandomKey sub_key(RandomKey k, uint64_t s) { return {k.seed, k.stream * 100 + s}; }
+// Random f64 / c128 leaves that require grad.
 Tensor sample_leaf(const Shape& sizes, RandomKey key, DType dtype = DType::f64);
 // Values in [lo, hi] (for ops with a restricted domain, e.g. log or sqrt).
 Tensor sample_leaf_in(const Shape& sizes, RandomKey key, double lo, double hi);

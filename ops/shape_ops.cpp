@@ -284,7 +284,6 @@ Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, PadMode mode, doub
 
 namespace {
 using V = std::vector<Tensor>;
-RandomKey sub_key(RandomKey k, uint64_t s) { return {k.seed, k.stream * 100 + s}; }
 
 const OpRegistrar registrar{
     {"cat",

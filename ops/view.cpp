@@ -297,7 +297,6 @@ Tensor to(const Tensor& t, Device device) {
 namespace {
 
 using V = std::vector<Tensor>;
-RandomKey sub_key(RandomKey k, uint64_t s) { return {k.seed, k.stream * 100 + s}; }
 
 const OpRegistrar registrar{
     {"reshape",

@@ -184,15 +184,15 @@ ViewRelation sample_relation(const Tensor& x) {
 const OpRegistrar registrar{
     {"view_from_base",
      [](RandomKey k) {
-       return std::vector<OpSample>{{"transposed window", {sample_leaf({4, 3}, {k.seed, k.stream * 100 + 1})}},
-                                    {"expanded", {sample_leaf({2}, {k.seed, k.stream * 100 + 2})}},
-                                    {"real parts of complex", {sample_leaf({2, 3}, {k.seed, k.stream * 100 + 3}, DType::c128)}}};
+       return std::vector<OpSample>{{"transposed window", {sample_leaf({4, 3}, sub_key(k, 1))}},
+                                    {"expanded", {sample_leaf({2}, sub_key(k, 2))}},
+                                    {"real parts of complex", {sample_leaf({2, 3}, sub_key(k, 3), DType::c128)}}};
      },
      [](const V& x) { return V{view_from_base(x[0], sample_relation(x[0]))}; }},
     {"view_complement",
      [](RandomKey k) {
-       return std::vector<OpSample>{{"transposed window", {sample_leaf({4, 3}, {k.seed, k.stream * 100 + 4})}},
-                                    {"real parts of complex", {sample_leaf({2, 3}, {k.seed, k.stream * 100 + 5}, DType::c128)}}};
+       return std::vector<OpSample>{{"transposed window", {sample_leaf({4, 3}, sub_key(k, 4))}},
+                                    {"real parts of complex", {sample_leaf({2, 3}, sub_key(k, 5), DType::c128)}}};
      },
      [](const V& x) { return V{view_complement(x[0], sample_relation(x[0]))}; }},
 };

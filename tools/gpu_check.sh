@@ -15,7 +15,7 @@
 #                                  each op in f64 and f32 against the CPU, gradcheck and
 #                                  gradgradcheck in f64; the sphere kernels against the CPU),
 #                                  `gradsphere gradcheck --device cuda` in both device forms
-#                                  (ops/sphere/device_form.h), a tiny `gradsphere train --device
+#                                  (ops/sphere/legendre/path.h), a tiny `gradsphere train --device
 #                                  cuda` beside the same run on the CPU and a rollout from it, the
 #                                  distributed suite's GPU cases (MPI staging, NCCL, the reducer) at
 #                                  1 and 2 ranks and a 2-rank data-parallel train on the GPU, then
@@ -126,7 +126,7 @@ run() {
   step test_engine 60 "$stage/bin/test_engine"
   step test_ops 150 "$stage/bin/test_ops"
   step gradcheck 100 "$gs" gradcheck --device cuda
-  # The same walk with the sphere ops' hand-written kernels (ops/sphere/device_form.h): their
+  # The same walk with the sphere ops' hand-written kernels (ops/sphere/legendre/path.h): their
   # values against the CPU, and their recorded backward, on the GPU.
   step gradcheck_kernels 100 env GS_DEVICE_SPHERE=kernels "$gs" gradcheck --device cuda
   # The tiny training run of tests/tools/train_cli_test.sh on the GPU and on the CPU: the skill
@@ -147,7 +147,7 @@ run() {
   step bench_engine 60 "$gs" bench engine --device cuda
   step bench_sht 90 "$gs" bench sht --device cuda --csv "$out/bench_sht_cuda.csv"
   # The hand-written kernels beside the default GEMM form: the measurement that picks the default
-  # (ops/sphere/device_form.h).
+  # (ops/sphere/legendre/path.h).
   step bench_sht_kernels 90 env GS_DEVICE_SPHERE=kernels "$gs" bench sht --device cuda --csv "$out/bench_sht_cuda_kernels.csv"
   step bench_train 90 "$gs" bench train --device cuda --csv "$out/bench_train_cuda.csv"
   step bench_train_kernels 90 env GS_DEVICE_SPHERE=kernels "$gs" bench train --device cuda --csv "$out/bench_train_cuda_kernels.csv"

@@ -22,22 +22,21 @@
 #include <cmath>
 #include <complex>
 #include <cstring>
-#include <map>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <numbers>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "engine/autograd/record.h"
-#include "engine/cuda_runtime.h"
 #include "engine/factory.h"
-#include "gradsphere_config.h"
+#include "engine/keyed_cache.h"
 #include "ops/kernels.h"
 #include "ops/registry.h"
-#include "ops/sphere/lane_fft.h"
-#if GS_HAVE_CUDA
 #include "ops/sphere/fft_cuda.h"
-#endif
+#include "ops/sphere/lane_fft.h"
 
 namespace gs::sphere {
 
@@ -114,24 +113,45 @@ struct Fftw<float> {
 
 enum class Direction { r2c, c2r };
 
-// One out-of-place plan per (n, precision, direction), made on first use and kept for the life of
-// the process (never destroyed: ops may run from static destructors after a cache would be gone).
+// One out-of-place plan per (n, precision, direction), made on first use and kept (a KeyedCache
+// that is never destroyed: ops may run from static destructors after a cache would be gone).
 template <typename R>
-typename Fftw<R>::Plan cached_plan(int64_t n, Direction dir) {
-  using Plan = typename Fftw<R>::Plan;
-  static auto* cache = new std::map<std::pair<int64_t, Direction>, Plan>();
-  std::lock_guard<std::mutex> lock(fftw_planner_mutex());
-  auto it = cache->find({n, dir});
-  if (it != cache->end()) return it->second;
+struct FftwPlan {
+  typename Fftw<R>::Plan plan = nullptr;
+  FftwPlan() = default;
+  FftwPlan(const FftwPlan&) = delete;
+  FftwPlan& operator=(const FftwPlan&) = delete;
+  ~FftwPlan();
+};
+
+template <typename R>
+std::shared_ptr<const FftwPlan<R>> make_fftw_plan(const std::pair<int64_t, Direction>& key) {
+  const auto [n, dir] = key;
+  std::lock_guard<std::mutex> lock(fftw_planner_mutex());  // FFTW's planner is not thread-safe
   // Planning arrays are scratch, never user data (planners other than ESTIMATE overwrite them).
   AlignedBuffer<R> real(n);
   AlignedBuffer<std::complex<R>> spec(n / 2 + 1);
-  Plan p = dir == Direction::r2c ? Fftw<R>::plan_r2c(static_cast<int>(n), real.get(), spec.get())
-                                 : Fftw<R>::plan_c2r(static_cast<int>(n), spec.get(), real.get());
-  GS_CHECK(p != nullptr, "longitude FFT: FFTW could not plan a {} transform of length {}",
+  auto p = std::make_shared<FftwPlan<R>>();
+  p->plan = dir == Direction::r2c ? Fftw<R>::plan_r2c(static_cast<int>(n), real.get(), spec.get())
+                                  : Fftw<R>::plan_c2r(static_cast<int>(n), spec.get(), real.get());
+  GS_CHECK(p->plan != nullptr, "longitude FFT: FFTW could not plan a {} transform of length {}",
            dir == Direction::r2c ? "real-to-complex" : "complex-to-real", n);
-  cache->emplace(std::make_pair(n, dir), p);
   return p;
+}
+
+template <typename R>
+FftwPlan<R>::~FftwPlan() {
+  if (!plan) return;
+  std::lock_guard<std::mutex> lock(fftw_planner_mutex());
+  if constexpr (std::is_same_v<R, double>) fftw_destroy_plan(plan);
+  else fftwf_destroy_plan(plan);
+}
+
+// The plan stays alive while the returned pointer is held (a concurrent clear cannot free it).
+template <typename R>
+std::shared_ptr<const FftwPlan<R>> cached_plan(int64_t n, Direction dir) {
+  static auto* cache = new KeyedCache<std::pair<int64_t, Direction>, FftwPlan<R>>(make_fftw_plan<R>);
+  return cache->get({n, dir});
 }
 
 bool is_edge(int64_t m, int64_t n) { return m == 0 || 2 * m == n; }
@@ -180,7 +200,7 @@ void analysis_rows(const R* x, std::complex<R>* X, int64_t rows, int64_t n, int6
     });
     return;
   }
-  auto plan = cached_plan<R>(n, Direction::r2c);
+  const auto plan = cached_plan<R>(n, Direction::r2c);
   const R we = static_cast<R>(w_edge), wi = static_cast<R>(w_int);
   std::vector<AlignedBuffer<R>> in;
   std::vector<AlignedBuffer<C>> out;
@@ -190,7 +210,7 @@ void analysis_rows(const R* x, std::complex<R>* X, int64_t rows, int64_t n, int6
     C* spec = out[t].get();
     for (int64_t r = lo; r < hi; ++r) {
       std::memcpy(buf, x + r * n, static_cast<size_t>(n) * sizeof(R));
-      Fftw<R>::r2c(plan, buf, spec);
+      Fftw<R>::r2c(plan->plan, buf, spec);
       C* dst = X + r * M;
       for (int64_t m = 0; m < M; ++m) dst[m] = spec[m] * (is_edge(m, n) ? we : wi);
     }
@@ -209,7 +229,7 @@ void synthesis_rows(const std::complex<R>* X, R* x, int64_t rows, int64_t n, int
     });
     return;
   }
-  auto plan = cached_plan<R>(n, Direction::c2r);
+  const auto plan = cached_plan<R>(n, Direction::c2r);
   const int64_t h = n / 2 + 1;
   // FFTW's c2r sums the Hermitian extension: Y_0 + 2 Re Σ_{0<m<n/2} Y_m e^{..} + Y_{n/2} (-1)^k,
   // so interior modes get half their weight, and edge modes only their real part.
@@ -224,7 +244,7 @@ void synthesis_rows(const std::complex<R>* X, R* x, int64_t rows, int64_t n, int
       const C* src = X + r * M;
       for (int64_t m = 0; m < M; ++m) spec[m] = is_edge(m, n) ? C(src[m].real() * we, R(0)) : src[m] * wi_half;
       for (int64_t m = M; m < h; ++m) spec[m] = C(0);
-      Fftw<R>::c2r(plan, spec, buf);  // destroys spec: it is rebuilt for every row
+      Fftw<R>::c2r(plan->plan, spec, buf);  // destroys spec: it is rebuilt for every row
       std::memcpy(x + r * n, buf, static_cast<size_t>(n) * sizeof(R));
     }
   });
@@ -241,22 +261,20 @@ Tensor synthesis(const Tensor& X, int64_t nlon, Weights w, const std::string& na
 // kernel (ops/sphere/fft_cuda.cu). `in` is contiguous, (rows, n) real or (rows, M) complex.
 void cuda_rows(bool forward, const Tensor& in, const Tensor& out, int64_t rows, int64_t n, int64_t M, Weights w,
                const std::string& name) {
-#if GS_HAVE_CUDA
   GS_CHECK(rows <= INT_MAX, "{}: {} rows exceed cuFFT's batch limit of {}", name, rows, INT_MAX);
-  void* stream = kernels::cuda_stream(in, name.c_str());
   const bool f64 = real_dtype(in.dtype()) == DType::f64;
-  const size_t bytes = cuda_kernels::fft_scratch_bytes(f64, rows, n);
-  Tensor scratch = empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::f64, in.device());
-  const auto st = forward ? cuda_kernels::rfft_rows(f64, in.raw_data(), out.raw_data(), rows, n, M, w.edge, w.interior,
-                                                    scratch.raw_data(), stream)
-                          : cuda_kernels::irfft_rows(f64, in.raw_data(), out.raw_data(), rows, n, M, w.edge,
-                                                     w.interior, scratch.raw_data(), stream);
-  GS_CHECK(st.cufft == 0, "{}: {} failed for {} rows of nlon {}: {}", name, st.call, rows, n,
-           cuda_kernels::cufft_result_name(st.cufft));
-  cuda::check_launch("fft weights", name.c_str());
-#else
-  fail("{}: {} needs CUDA, and this gradsphere was built without it", name, in.device());
-#endif
+  kernels::launch_cuda(name.c_str(), forward ? "rfft_rows" : "irfft_rows", in, [&](void* stream) {
+    const size_t bytes = cuda_kernels::fft_scratch_bytes(f64, rows, n);
+    const Tensor scratch = empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::f64, in.device());
+    cuda_kernels::FftStatus st;
+    const bool ok =
+        forward ? GS_CUDA_CALL(cuda_kernels::rfft_rows(f64, in.raw_data(), out.raw_data(), rows, n, M, w.edge,
+                                                       w.interior, scratch.raw_data(), stream, &st))
+                : GS_CUDA_CALL(cuda_kernels::irfft_rows(f64, in.raw_data(), out.raw_data(), rows, n, M, w.edge,
+                                                        w.interior, scratch.raw_data(), stream, &st));
+    GS_CHECK(ok, "{}: {} failed for {} rows of nlon {}: {}", name, st.call, rows, n, st.result);
+    return true;
+  });
 }
 
 // A_w over the last dim of real x (..., n) -> (..., M), recorded as `name`.
@@ -332,7 +350,6 @@ namespace {
 
 using V = std::vector<Tensor>;
 
-RandomKey sub_key(RandomKey k, uint64_t s) { return {k.seed, k.stream * 100 + s}; }
 
 // Each registered function returns several transforms of one input, so one sample covers the full
 // spectrum (Nyquist included for even nlon) and truncation / zero-padding.

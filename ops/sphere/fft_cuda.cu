@@ -1,10 +1,11 @@
 #include <cufft.h>
 
-#include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 
 #include "engine/cuda_types.cuh"
+#include "engine/keyed_cache.h"
 #include "ops/sphere/fft_cuda.h"
 
 namespace gs::cuda_kernels {
@@ -37,30 +38,62 @@ __global__ void weigh_synthesis(const C* X, C* Z, int64_t rows, int64_t half, in
   }
 }
 
-// Plans are made once per (device, f64, forward, n, rows) and kept for the process (as PyTorch's
-// cuFFT plan cache); the mutex also serialises their use, since a plan is bound to one stream at
-// a time.
-std::mutex g_plan_mutex;
-std::map<std::tuple<int, bool, bool, int64_t, int64_t>, cufftHandle> g_plans;
+const char* cufft_result_name(int result);
 
-FftStatus plan_for(bool f64, bool forward, int64_t n, int64_t rows, cufftHandle* plan) {
-  int device = 0;
-  cudaGetDevice(&device);
-  auto key = std::make_tuple(device, f64, forward, n, rows);
-  auto it = g_plans.find(key);
-  if (it != g_plans.end()) {
-    *plan = it->second;
-    return {};
+// A cuFFT plan handle, destroyed with the plan.
+struct CufftPlan {
+  cufftHandle handle = 0;
+  bool made = false;
+  CufftPlan() = default;
+  CufftPlan(const CufftPlan&) = delete;
+  CufftPlan& operator=(const CufftPlan&) = delete;
+  ~CufftPlan() {
+    if (made) cufftDestroy(handle);
   }
+};
+
+// What a failed plan build throws (caught in plan_for: these launchers report through FftStatus).
+struct CufftPlanFailure {
+  int result;
+};
+
+using PlanKey = std::tuple<int, bool, bool, int64_t, int64_t>;  // device, f64, forward, n, rows
+
+std::shared_ptr<const CufftPlan> make_plan(const PlanKey& key) {
+  const bool f64 = std::get<1>(key), forward = std::get<2>(key);
+  const int64_t n = std::get<3>(key), rows = std::get<4>(key);
   int len = static_cast<int>(n);
   const cufftType type = forward ? (f64 ? CUFFT_D2Z : CUFFT_R2C) : (f64 ? CUFFT_Z2D : CUFFT_C2R);
-  cufftResult r = cufftPlanMany(plan, 1, &len, nullptr, 1, 0, nullptr, 1, 0, type, static_cast<int>(rows));
-  if (r != CUFFT_SUCCESS) return {static_cast<int>(r), "cufftPlanMany"};
-  g_plans.emplace(key, *plan);
-  return {};
+  auto plan = std::make_shared<CufftPlan>();
+  cufftResult r = cufftPlanMany(&plan->handle, 1, &len, nullptr, 1, 0, nullptr, 1, 0, type, static_cast<int>(rows));
+  if (r != CUFFT_SUCCESS) throw CufftPlanFailure{static_cast<int>(r)};
+  plan->made = true;
+  return plan;
 }
 
-}  // namespace
+// Plans are made once per (device, f64, forward, n, rows) and kept (a KeyedCache, as PyTorch's
+// cuFFT plan cache). A plan is bound to one stream at a time, so g_plan_mutex serialises their use.
+std::mutex g_plan_mutex;
+
+bool plan_for(bool f64, bool forward, int64_t n, int64_t rows, std::shared_ptr<const CufftPlan>* plan,
+              FftStatus* status) {
+  static auto* plans = new KeyedCache<PlanKey, CufftPlan>(make_plan);
+  int device = 0;
+  cudaGetDevice(&device);
+  try {
+    *plan = plans->get(std::make_tuple(device, f64, forward, n, rows));
+    return true;
+  } catch (const CufftPlanFailure& f) {
+    *status = {f.result, "cufftPlanMany", cufft_result_name(f.result)};
+    return false;
+  }
+}
+
+// Fills *status for a failed cuFFT call; false.
+bool failed(cufftResult r, const char* call, FftStatus* status) {
+  *status = {static_cast<int>(r), call, cufft_result_name(static_cast<int>(r))};
+  return false;
+}
 
 const char* cufft_result_name(int result) {
   switch (static_cast<cufftResult>(result)) {
@@ -77,26 +110,23 @@ const char* cufft_result_name(int result) {
   }
 }
 
-size_t fft_scratch_bytes(bool f64, int64_t rows, int64_t n) {
-  return static_cast<size_t>(rows * (n / 2 + 1)) * (f64 ? 16 : 8);
-}
+}  // namespace
 
-FftStatus rfft_rows(bool f64, const void* x, void* out, int64_t rows, int64_t n, int64_t M, double w_edge,
-                    double w_interior, void* scratch, void* stream) {
+bool rfft_rows(bool f64, const void* x, void* out, int64_t rows, int64_t n, int64_t M, double w_edge,
+               double w_interior, void* scratch, void* stream, FftStatus* status) {
   const int64_t half = n / 2 + 1;
   auto s = static_cast<cudaStream_t>(stream);
   {
     std::lock_guard<std::mutex> lock(g_plan_mutex);
-    cufftHandle plan;
-    FftStatus st = plan_for(f64, true, n, rows, &plan);
-    if (st.cufft) return st;
-    if (cufftResult r = cufftSetStream(plan, s); r != CUFFT_SUCCESS) return {static_cast<int>(r), "cufftSetStream"};
+    std::shared_ptr<const CufftPlan> plan;
+    if (!plan_for(f64, true, n, rows, &plan, status)) return false;
+    if (cufftResult r = cufftSetStream(plan->handle, s); r != CUFFT_SUCCESS) return failed(r, "cufftSetStream", status);
     // cuFFT does not write its real input, but its interface takes a non-const pointer.
-    cufftResult r = f64 ? cufftExecD2Z(plan, static_cast<cufftDoubleReal*>(const_cast<void*>(x)),
+    cufftResult r = f64 ? cufftExecD2Z(plan->handle, static_cast<cufftDoubleReal*>(const_cast<void*>(x)),
                                        static_cast<cufftDoubleComplex*>(scratch))
-                        : cufftExecR2C(plan, static_cast<cufftReal*>(const_cast<void*>(x)),
+                        : cufftExecR2C(plan->handle, static_cast<cufftReal*>(const_cast<void*>(x)),
                                        static_cast<cufftComplex*>(scratch));
-    if (r != CUFFT_SUCCESS) return {static_cast<int>(r), f64 ? "cufftExecD2Z" : "cufftExecR2C"};
+    if (r != CUFFT_SUCCESS) return failed(r, f64 ? "cufftExecD2Z" : "cufftExecR2C", status);
   }
   if (f64) {
     using C = device_t<DType::c128>;
@@ -107,11 +137,11 @@ FftStatus rfft_rows(bool f64, const void* x, void* out, int64_t rows, int64_t n,
     weigh_analysis<C><<<blocks_for(rows * M), kThreads, 0, s>>>(static_cast<const C*>(scratch), static_cast<C*>(out),
                                                                 rows, half, M, n, w_edge, w_interior);
   }
-  return {};
+  return true;
 }
 
-FftStatus irfft_rows(bool f64, const void* X, void* out, int64_t rows, int64_t n, int64_t M, double w_edge,
-                     double w_interior, void* scratch, void* stream) {
+bool irfft_rows(bool f64, const void* X, void* out, int64_t rows, int64_t n, int64_t M, double w_edge,
+                double w_interior, void* scratch, void* stream, FftStatus* status) {
   const int64_t half = n / 2 + 1;
   auto s = static_cast<cudaStream_t>(stream);
   if (f64) {
@@ -124,15 +154,15 @@ FftStatus irfft_rows(bool f64, const void* X, void* out, int64_t rows, int64_t n
                                                                     rows, half, M, n, w_edge, w_interior);
   }
   std::lock_guard<std::mutex> lock(g_plan_mutex);
-  cufftHandle plan;
-  FftStatus st = plan_for(f64, false, n, rows, &plan);
-  if (st.cufft) return st;
-  if (cufftResult r = cufftSetStream(plan, s); r != CUFFT_SUCCESS) return {static_cast<int>(r), "cufftSetStream"};
+  std::shared_ptr<const CufftPlan> plan;
+  if (!plan_for(f64, false, n, rows, &plan, status)) return false;
+  if (cufftResult r = cufftSetStream(plan->handle, s); r != CUFFT_SUCCESS) return failed(r, "cufftSetStream", status);
   // The complex-to-real transform overwrites its input: the scratch spectrum, never X.
-  cufftResult r = f64 ? cufftExecZ2D(plan, static_cast<cufftDoubleComplex*>(scratch), static_cast<cufftDoubleReal*>(out))
-                      : cufftExecC2R(plan, static_cast<cufftComplex*>(scratch), static_cast<cufftReal*>(out));
-  if (r != CUFFT_SUCCESS) return {static_cast<int>(r), f64 ? "cufftExecZ2D" : "cufftExecC2R"};
-  return {};
+  cufftResult r = f64 ? cufftExecZ2D(plan->handle, static_cast<cufftDoubleComplex*>(scratch),
+                                     static_cast<cufftDoubleReal*>(out))
+                      : cufftExecC2R(plan->handle, static_cast<cufftComplex*>(scratch), static_cast<cufftReal*>(out));
+  if (r != CUFFT_SUCCESS) return failed(r, f64 ? "cufftExecZ2D" : "cufftExecC2R", status);
+  return true;
 }
 
 }  // namespace gs::cuda_kernels

@@ -7,20 +7,24 @@
 
 namespace gs::cuda_kernels {
 
-// cufft != 0: the cuFFT call named `call` failed with that cufftResult.
+// Why a launcher returned false: the cuFFT call named `call` failed with cufftResult `cufft`,
+// described by `result`.
 struct FftStatus {
   int cufft = 0;
   const char* call = "";
+  const char* result = "";
 };
-const char* cufft_result_name(int result);
 
 // Bytes of the scratch spectrum both directions need: rows * (n/2 + 1) complex values.
-size_t fft_scratch_bytes(bool f64, int64_t rows, int64_t n);
+inline size_t fft_scratch_bytes(bool f64, int64_t rows, int64_t n) {
+  return static_cast<size_t>(rows * (n / 2 + 1)) * (f64 ? 16 : 8);
+}
 // out (rows, M) complex = A_w of x (rows, n) real: w_m * sum_k x[k] e^{-2 pi i m k / n}, m < M.
-FftStatus rfft_rows(bool f64, const void* x, void* out, int64_t rows, int64_t n, int64_t M, double w_edge,
-                    double w_interior, void* scratch, void* stream);
+// Returns false with *status filled when a cuFFT call fails.
+bool rfft_rows(bool f64, const void* x, void* out, int64_t rows, int64_t n, int64_t M, double w_edge,
+               double w_interior, void* scratch, void* stream, FftStatus* status);
 // out (rows, n) real = B_w of X (rows, M) complex: Re sum_{m<M} w_m X[m] e^{+2 pi i m k / n}.
-FftStatus irfft_rows(bool f64, const void* X, void* out, int64_t rows, int64_t n, int64_t M, double w_edge,
-                     double w_interior, void* scratch, void* stream);
+bool irfft_rows(bool f64, const void* X, void* out, int64_t rows, int64_t n, int64_t M, double w_edge,
+                double w_interior, void* scratch, void* stream, FftStatus* status);
 
 }  // namespace gs::cuda_kernels

@@ -10,13 +10,12 @@
 #include <algorithm>
 #include <cstring>
 #include <cmath>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <numbers>
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/keyed_cache.h"
 #include "ops/sphere/vec512.h"
 
 namespace gs::sphere::detail {
@@ -104,17 +103,12 @@ std::shared_ptr<const LanePlan<R>> make_plan(int64_t n) {
   return plan;
 }
 
-// Plans are cached per (n, R) for the life of the process (never destroyed, as FFTW's plans).
+// Plans are cached per (n, R) in a KeyedCache that is never destroyed (as FFTW's plans).
 template <typename R>
 std::shared_ptr<const LanePlan<R>> cached_plan(int64_t n) {
-  static std::mutex mutex;
-  static auto* plans = new std::map<int64_t, std::shared_ptr<const LanePlan<R>>>();
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = plans->find(n);
-  if (it != plans->end()) return it->second;
-  auto plan = make_plan<R>(n);
-  plans->emplace(n, plan);
-  return plan;
+  static auto* plans = new KeyedCache<int64_t, LanePlan<R>>(
+      [](const int64_t& len) -> std::shared_ptr<const LanePlan<R>> { return make_plan<R>(len); });
+  return plans->get(n);
 }
 
 // A complex lane vector: the L real parts, then the L imaginary parts.

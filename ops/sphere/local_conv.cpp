@@ -7,9 +7,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/record.h"
-#include "engine/cuda_runtime.h"
 #include "engine/factory.h"
-#include "gradsphere_config.h"
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
 #include "ops/linalg.h"
@@ -56,16 +54,11 @@ Tensor neighbours_scatter(const Tensor& g, const Shape& x_sizes);
 // The gather (out (planes, 9, H, W) from in (planes, H, W)) or the scatter (the reverse) on CUDA;
 // in contiguous, out fresh.
 void cuda_neighbours(bool gather, const Tensor& in, const Tensor& out, int64_t H, int64_t W, const char* name) {
-#if GS_HAVE_CUDA
-  void* stream = kernels::cuda_stream(in, name);
   const int64_t planes = out.numel() / (gather ? kTaps * H * W : H * W);
-  const bool ok = gather ? cuda_kernels::neighbours_gather(in.dtype(), out.raw_data(), in.raw_data(), planes, H, W, stream)
-                         : cuda_kernels::neighbours_scatter(in.dtype(), out.raw_data(), in.raw_data(), planes, H, W, stream);
-  GS_CHECK(ok, "{}: expected f32 or f64 on CUDA, got {}", name, in.meta_str());
-  cuda::check_launch(gather ? "neighbours_gather" : "neighbours_scatter", name);
-#else
-  fail("{}: {} needs CUDA, and this gradsphere was built without it", name, in.device());
-#endif
+  kernels::launch_cuda(name, gather ? "neighbours_gather" : "neighbours_scatter", in, [&](void* stream) {
+    return gather ? GS_CUDA_CALL(cuda_kernels::neighbours_gather(in.dtype(), out.raw_data(), in.raw_data(), planes, H, W, stream))
+                  : GS_CUDA_CALL(cuda_kernels::neighbours_scatter(in.dtype(), out.raw_data(), in.raw_data(), planes, H, W, stream));
+  });
 }
 
 // x (B, C, H, W) -> (B, C, 3, 3, H, W): each output row is a source row rotated by col0 (two copies).

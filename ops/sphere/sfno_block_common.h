@@ -9,6 +9,7 @@
 #include "engine/random.h"
 #include "engine/tensor.h"
 #include "ops/kernels.h"
+#include "ops/registry.h"
 
 namespace gs::sphere::detail {
 
@@ -38,8 +39,7 @@ inline void parallel_tasks(int64_t n, int64_t work, F&& f) {
   }
 }
 
-// Registry samples: sub-keys of a sample key, and positive per-row weights (constants: no grad).
-inline RandomKey sub_key(RandomKey k, uint64_t s) { return {k.seed, k.stream * 100 + s}; }
+// Registry samples: positive per-row weights (constants: no grad); sub-keys are registry.h's sub_key.
 Tensor positive_rows(int64_t H, RandomKey k);
 
 }  // namespace gs::sphere::detail

@@ -11,31 +11,16 @@
 // synthesis table (an analysis without weights), and each backward is itself recorded with the
 // other direction as its backward: derivatives of every order, one kernel pair.
 //
-// Kernels: legendre_table_kernels.h streams a cached table (legendre_cache.h); for few fields and
-// large lmax, legendre_recurrence.h computes the same contractions with Pbar_l^m generated on the
-// fly instead (contract() picks the path per call). On CUDA, as device_form.h says:
-// legendre_gemm.h (batched GEMMs with the same table values written out dense) or
-// legendre_blocked.h (kernels that read the blocked table itself).
+// The contraction itself, its paths and its tables belong to ops/sphere/legendre/ (contraction.h).
 #include "ops/sphere/sht.h"
 
-
-#include <algorithm>
-#include <complex>
-#include <memory>
 #include <vector>
 
-#include "engine/autograd/record.h"
-#include "engine/factory.h"
 #include "ops/kernels.h"
 #include "ops/registry.h"
 #include "ops/shape_ops.h"
 #include "ops/sphere/fft.h"
-#include "ops/sphere/device_form.h"
-#include "ops/sphere/legendre_blocked.h"
-#include "ops/sphere/legendre_cache.h"
-#include "ops/sphere/legendre_gemm.h"
-#include "ops/sphere/legendre_recurrence.h"
-#include "ops/sphere/legendre_table_kernels.h"
+#include "ops/sphere/legendre/contraction.h"
 #include "ops/sphere/sht_common.h"
 
 namespace gs::sphere {
@@ -43,76 +28,11 @@ namespace {
 
 using detail::check_order_block;
 using detail::check_spec;
-using detail::Direction;
-using detail::flip;
 using detail::table_key;
+using legendre::Direction;
 
-const char* op_name(LegendreTableKind kind, Direction dir) {
-  if (kind == LegendreTableKind::analysis)
-    return dir == Direction::to_degree ? "legendre_analysis" : "legendre_analysis_backward";
-  return dir == Direction::to_latitude ? "legendre_synthesis" : "legendre_synthesis_backward";
-}
-
-// x (..., rows_in, mmax) -> (..., rows_out, mmax) for table `key`; shapes already checked. The
-// path is chosen per call (use_recurrence: on the fly for few fields and large lmax, else the cached
-// table; `held` is a table already in hand). The backward rule is the opposite direction of the
-// same key, chosen afresh; on the table path the table is saved (its version is checked in
-// backward) and reused.
-Tensor contract(const Tensor& x, const LegendreTableKey& key, Direction dir,
-                std::shared_ptr<const LegendreTable> held = nullptr) {
-  const int64_t rows_out = dir == Direction::to_degree ? key.lmax : key.nlat;
-  Shape out_sizes(x.sizes().begin(), x.sizes().end() - 2);
-  const int64_t batch = numel_of(out_sizes);
-  out_sizes.push_back(rows_out);
-  out_sizes.push_back(key.order_count());
-  // On CUDA the contraction is a batched GEMM with the dense table (legendre_gemm.h) or the
-  // blocked-table kernels (legendre_blocked.h), as device_sphere_form() says.
-  const bool composite = composite_path(x);
-  const bool blocked = composite && device_sphere_form() == DeviceSphereForm::kernels;
-  const bool gemm = composite && !blocked;
-  const bool fly = !composite && use_recurrence(key, batch);
-  std::shared_ptr<const LegendreTable> tab;
-  if (!fly) tab = held ? std::move(held) : legendre_table_cached(key);
-  const Tensor dense = gemm ? detail::dense_legendre_table(tab, x.device()) : Tensor();
-  Tensor out;
-  if (numel_of(out_sizes) == 0) {
-    out = empty(out_sizes, x.dtype(), x.device());
-  } else if (gemm) {
-    out = detail::legendre_contract_gemm(x, dense, dir == Direction::to_degree);
-  } else if (blocked) {
-    out = detail::legendre_contract_blocked(x, tab, dir == Direction::to_degree);
-  } else {
-    out = empty(out_sizes, x.dtype(), x.device());
-    if (out.numel() > 0) {
-      const Tensor xc = contiguous_copy(x);
-      dispatch_float(key.dtype, op_name(key.kind, dir), [&]<typename T>() {
-        const std::complex<T>* in = xc.data<std::complex<T>>();
-        std::complex<T>* o = out.data<std::complex<T>>();
-        if (fly) {
-          const std::shared_ptr<const RecurrencePlan> plan = recurrence_plan_cached(key);
-          if (dir == Direction::to_degree) recurrence_to_degree(*plan, in, o, batch);
-          else recurrence_to_latitude(*plan, in, o, batch);
-        } else {
-          if (dir == Direction::to_degree) table_to_degree(*tab, in, o, batch);
-          else table_to_latitude(*tab, in, o, batch);
-        }
-      });
-    }
-  }
-  if (should_record({x})) {
-    if (tab)
-      record_op(op_name(key.kind, dir), {x}, {&out}, {gemm ? dense : tab->values}, {},
-                [tab, key, dir](BackwardContext& ctx, const std::vector<Tensor>& g) {
-                  ctx.saved(0);  // throws if the table was overwritten since forward
-                  return std::vector<Tensor>{contract(g[0], key, flip(dir), tab)};
-                });
-    else
-      record_op(op_name(key.kind, dir), {x}, {&out}, {}, {},
-                [key, dir](BackwardContext&, const std::vector<Tensor>& g) {
-                  return std::vector<Tensor>{contract(g[0], key, flip(dir))};
-                });
-  }
-  return out;
+Tensor contract(const Tensor& x, const LegendreTableKey& key, Direction dir) {
+  return legendre::contract(x, {key, legendre::Components::scalar}, dir);
 }
 
 // x must be (..., rows, mmax) complex (any number of columns when `any_columns`: a
@@ -221,7 +141,7 @@ size_t sht_table_bytes(const ShtSpec& spec, DType dtype, bool analysis, int64_t 
   GS_CHECK(is_floating(dtype), "sht_table_bytes: expected f32 or f64, got {}", dtype_name(dtype));
   if (m_count == 0) return 0;
   const auto kind = analysis ? LegendreTableKind::analysis : LegendreTableKind::synthesis;
-  return legendre_table_cached(table_key(spec, kind, dtype, m_begin, m_count))->nbytes();
+  return legendre::table_bytes({table_key(spec, kind, dtype, m_begin, m_count), legendre::Components::scalar});
 }
 
 namespace {

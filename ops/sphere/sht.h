@@ -17,7 +17,7 @@
 
 #include "engine/tensor.h"
 #include "ops/sphere/grids.h"
-#include "ops/sphere/legendre.h"
+#include "ops/sphere/legendre/functions.h"
 
 namespace gs::sphere {
 

@@ -53,7 +53,7 @@ std::vector<OpSample> sht_samples(RandomKey k, DType dtype, bool vector, const S
     if (vector) sizes.push_back(2);
     sizes.push_back(rows(s));
     sizes.push_back(cols(s));
-    const RandomKey key{k.seed, k.stream * 100 + stream++};
+    const RandomKey key = sub_key(k, stream++);
     if (stream == 2)
       out.push_back({std::string(grid_name(s.grid)) + " non-contiguous", {sample_leaf_transposed(sizes, key, dtype)}});
     else out.push_back({std::string(grid_name(s.grid)), {sample_leaf(sizes, key, dtype)}});

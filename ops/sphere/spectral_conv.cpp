@@ -15,7 +15,7 @@
 //
 // The adjoint reads w in place (no conjugated or transposed copy of a large diagonal weight).
 // On CUDA the three contractions are batched GEMMs (spectral_conv_gemm.h) or hand-written kernels
-// (spectral_conv_kernels.h), as device_form.h says, recorded the same way.
+// (spectral_conv_kernels.h), as the path rule of legendre/path.h says, recorded the same way.
 #include "ops/sphere/spectral_conv.h"
 
 #include <omp.h>
@@ -29,7 +29,7 @@
 #include "ops/gemm_cpu.h"
 #include "ops/kernels.h"
 #include "ops/registry.h"
-#include "ops/sphere/device_form.h"
+#include "ops/sphere/legendre/path.h"
 #include "ops/sphere/spectral_conv_gemm.h"
 #include "ops/sphere/spectral_conv_kernels.h"
 #include "ops/view.h"
@@ -231,9 +231,11 @@ Tensor apply_op(const Tensor& x, const Tensor& w, SpectralOperator op, bool adjo
   check_weight(x, w, op, kind);
   const Dims d{x.size(0), w.size(0), w.size(1), x.size(2), x.size(3)};
   Tensor y;
-  if (composite_path(x)) {  // on CUDA: the device form's contraction (device_form.h)
-    y = device_sphere_form() == DeviceSphereForm::kernels ? detail::spectral_apply_kernels(x, w, op, adjoint)
-                                                          : detail::spectral_apply_gemm(x, w, op, adjoint);
+  const ContractionPath path = spectral_contraction_path(x);  // the one rule (legendre/path.h)
+  if (path == ContractionPath::device_kernels) {
+    y = detail::spectral_apply_kernels(x, w, op, adjoint);
+  } else if (path == ContractionPath::device_gemm) {
+    y = detail::spectral_apply_gemm(x, w, op, adjoint);
   } else {
     y = empty({d.B, adjoint ? d.I : d.O, d.L, d.M}, x.dtype(), x.device());
     if (y.numel() > 0) {
@@ -268,9 +270,11 @@ Tensor weight_grad_op(const Tensor& x, const Tensor& g, SpectralOperator op) {
   check_weight_grad_operands(x, g, op);
   const Dims d{x.size(0), x.size(1), g.size(1), x.size(2), x.size(3)};
   Tensor gw;
-  if (composite_path(x)) {  // on CUDA: the device form's contraction (device_form.h)
-    gw = device_sphere_form() == DeviceSphereForm::kernels ? detail::spectral_weight_grad_kernels(x, g, op)
-                                                           : detail::spectral_weight_grad_gemm(x, g, op);
+  const ContractionPath path = spectral_contraction_path(x);  // the one rule (legendre/path.h)
+  if (path == ContractionPath::device_kernels) {
+    gw = detail::spectral_weight_grad_kernels(x, g, op);
+  } else if (path == ContractionPath::device_gemm) {
+    gw = detail::spectral_weight_grad_gemm(x, g, op);
   } else {
     gw = empty(weight_shape(d.I, d.O, d.L, d.M, op), x.dtype(), x.device());
     if (gw.numel() > 0) {
@@ -319,7 +323,6 @@ Tensor spectral_conv_weight_grad(const Tensor& x, const Tensor& g, SpectralOpera
 namespace {
 
 using V = std::vector<Tensor>;
-RandomKey sub_key(RandomKey k, uint64_t s) { return {k.seed, k.stream * 100 + s}; }
 constexpr DType z = DType::c128;
 
 const OpRegistrar registrar{{

@@ -4,9 +4,7 @@
 
 #include <omp.h>
 
-#include "engine/cuda_runtime.h"
 #include "engine/factory.h"
-#include "gradsphere_config.h"
 #include "ops/kernels.h"
 #include "ops/sphere/spectral_conv_cuda.h"
 #include "ops/sphere/spectral_conv_math.h"
@@ -16,11 +14,6 @@ namespace gs::sphere::detail {
 namespace {
 
 cuda_kernels::SpectralDims cuda_dims(const spectral::Dims& d) { return {d.B, d.I, d.O, d.L, d.M}; }
-
-void check_launch_result(bool ok, const Tensor& t, const char* kernel, const char* op) {
-  GS_CHECK(ok, "{}: expected c64 or c128 on CUDA, got {}", op, t.meta_str());
-  cuda::check_launch(kernel, op);
-}
 
 }  // namespace
 
@@ -32,13 +25,10 @@ Tensor spectral_apply_kernels(const Tensor& x, const Tensor& w, SpectralOperator
   const Tensor xc = contiguous_copy(x), wc = contiguous_copy(w);
   const char* name = "spectral_apply_kernels";
   if (kernels::on_cuda(x)) {
-#if GS_HAVE_CUDA
-    check_launch_result(cuda_kernels::spectral_apply(real_dtype(x.dtype()), dh, adjoint, xc.raw_data(), wc.raw_data(),
-                                                     y.raw_data(), cuda_dims(d), kernels::cuda_stream(x, name)),
-                        x, "spectral_apply", name);
-#else
-    fail("{}: {} needs CUDA, and this gradsphere was built without it", name, x.device());
-#endif
+    kernels::launch_cuda(name, "spectral_apply", x, [&](void* stream) {
+      return GS_CUDA_CALL(cuda_kernels::spectral_apply(real_dtype(x.dtype()), dh, adjoint, xc.raw_data(), wc.raw_data(),
+                                                       y.raw_data(), cuda_dims(d), stream));
+    });
     return y;
   }
   kernels::check_cpu(x, name);
@@ -60,13 +50,10 @@ Tensor spectral_weight_grad_kernels(const Tensor& x, const Tensor& g, SpectralOp
   const Tensor xc = contiguous_copy(x), gc = contiguous_copy(g);
   const char* name = "spectral_weight_grad_kernels";
   if (kernels::on_cuda(x)) {
-#if GS_HAVE_CUDA
-    check_launch_result(cuda_kernels::spectral_weight_grad(real_dtype(x.dtype()), dh, xc.raw_data(), gc.raw_data(),
-                                                           gw.raw_data(), cuda_dims(d), kernels::cuda_stream(x, name)),
-                        x, "spectral_weight_grad", name);
-#else
-    fail("{}: {} needs CUDA, and this gradsphere was built without it", name, x.device());
-#endif
+    kernels::launch_cuda(name, "spectral_weight_grad", x, [&](void* stream) {
+      return GS_CUDA_CALL(cuda_kernels::spectral_weight_grad(real_dtype(x.dtype()), dh, xc.raw_data(), gc.raw_data(),
+                                                             gw.raw_data(), cuda_dims(d), stream));
+    });
     return gw;
   }
   kernels::check_cpu(x, name);

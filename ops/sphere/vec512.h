@@ -1,4 +1,4 @@
-// A 512-bit register of T for the ops/sphere kernels (lane_fft.cpp, legendre_table_kernels.cpp),
+// A 512-bit register of T for the ops/sphere kernels (lane_fft.cpp, legendre/table_kernels.cpp),
 // as a GCC/Clang vector type: element-wise operators compile to whole-register instructions
 // without depending on the auto-vectoriser, and the compiler splits them on narrower hardware.
 #pragma once

@@ -9,7 +9,7 @@
 #include "distributed/world.h"
 #include "engine/factory.h"
 #include "ops/ops.h"
-#include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/legendre/table.h"
 #include "ops/sphere/sht.h"
 #include "ops/sphere/sht_common.h"
 #include "models/module.h"

@@ -1,5 +1,5 @@
 // The spherical harmonic transforms (ops/sphere/sht.h) and their Legendre table cache
-// (ops/sphere/legendre_cache.h): round trips on every grid, closed-form harmonics, Parseval,
+// (ops/sphere/legendre/table.h): round trips on every grid, closed-form harmonics, Parseval,
 // first and second derivatives, the shared read-only tables, resampling, and error messages.
 #include <doctest/doctest.h>
 
@@ -15,8 +15,10 @@
 
 #include "ops/ops.h"
 #include "ops/sphere/grids.h"
-#include "ops/sphere/legendre_cache.h"
-#include "ops/sphere/legendre_recurrence.h"
+#include "ops/sphere/legendre/table.h"
+#include "ops/sphere/legendre/contraction.h"
+#include "ops/sphere/legendre/path.h"
+#include "ops/sphere/legendre/recurrence.h"
 #include "ops/sphere/sht.h"
 #include "tests/test_util.h"
 

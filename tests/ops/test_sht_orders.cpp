@@ -9,7 +9,7 @@
 #include "engine/autograd/engine.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
-#include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/legendre/table.h"
 #include "ops/sphere/sht.h"
 #include "ops/sphere/vector_sht.h"
 #include "tests/tensor_test_util.h"

@@ -12,8 +12,8 @@
 
 #include "ops/composite_path.h"
 #include "ops/ops.h"
-#include "ops/sphere/device_form.h"
-#include "ops/sphere/legendre_gemm.h"
+#include "ops/sphere/legendre/path.h"
+#include "ops/sphere/legendre/gemm.h"
 #include "ops/sphere/neighbours_math.h"
 #include "ops/sphere/sfno_blocks.h"
 #include "ops/sphere/sht.h"

@@ -1,5 +1,5 @@
-// The sphere ops' hand-written device kernels (DeviceSphereForm::kernels, ops/sphere/device_form.h):
-// the arithmetic the CUDA kernels run (legendre_blocked_math.h, spectral_conv_math.h), here run by
+// The sphere ops' hand-written device kernels (DeviceSphereForm::kernels, ops/sphere/legendre/path.h):
+// the arithmetic the CUDA kernels run (legendre/blocked_math.h, spectral_conv_math.h), here run by
 // the CPU loops, against the native CPU kernels. The Legendre contractions on grids of both
 // parities of nlat, both table parities (the vector SHT's dPbar/dtheta tables are odd), a block of
 // the orders, f64 and f32; then every SHT and spectral-convolution op's registry samples through
@@ -15,7 +15,7 @@
 #include "engine/cuda_runtime.h"
 #include "ops/composite_path.h"
 #include "ops/ops.h"
-#include "ops/sphere/device_form.h"
+#include "ops/sphere/legendre/path.h"
 #include "ops/sphere/sht.h"
 #include "ops/sphere/spectral_conv.h"
 #include "ops/sphere/vector_sht.h"

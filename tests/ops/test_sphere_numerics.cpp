@@ -11,7 +11,7 @@
 #include "engine/error.h"
 #include "ops/sphere/grids.h"
 #include "ops/sphere/sht.h"
-#include "ops/sphere/legendre.h"
+#include "ops/sphere/legendre/functions.h"
 
 using namespace gs::sphere;
 

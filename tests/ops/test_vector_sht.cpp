@@ -13,7 +13,7 @@
 
 #include "ops/ops.h"
 #include "ops/sphere/grids.h"
-#include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/legendre/table.h"
 #include "ops/sphere/sht.h"
 #include "ops/sphere/vector_sht.h"
 #include "tests/test_util.h"

@@ -13,7 +13,7 @@
 //              the cached tables, the input and the outputs)
 //   table MB   bytes of the Legendre table the direction uses (sht_table_bytes)
 //   path       the Legendre path the automatic rule picks for this case (table or fly, see
-//              ops/sphere/legendre_recurrence.h); ms/call and the rest are that path's
+//              ops/sphere/legendre/path.h); ms/call and the rest are that path's
 //   table ms, fly ms   ms/call with each path forced, for the selection rule
 // On the fly path the tables are dropped before the timed calls, so its peak MB excludes them.
 // The side-by-side comparison with SHTns/ducc0 and torch-harmonics is tools/compare_sht.py.
@@ -30,8 +30,9 @@
 #include "engine/error.h"
 #include "engine/factory.h"
 #include "engine/storage.h"
-#include "ops/sphere/legendre_cache.h"
-#include "ops/sphere/legendre_recurrence.h"
+#include "ops/sphere/legendre/table.h"
+#include "ops/sphere/legendre/contraction.h"
+#include "ops/sphere/legendre/path.h"
 #include "ops/sphere/sht.h"
 #include "tools/bench/bench_csv.h"
 #include "tools/bench/benches.h"

@@ -15,7 +15,7 @@
 //   table MB   that direction's table on the device: dense (mmax, lmax, nlat) for gemm, the CPU's
 //              blocked table (northern rows, l >= m) for kernels
 // The path: cuFFT along longitude, then the Legendre contraction in the process's device form
-// (ops/sphere/device_form.h): batched GEMMs on dense tables (gemm, the default) or the
+// (ops/sphere/legendre/path.h): batched GEMMs on dense tables (gemm, the default) or the
 // blocked-table kernels (GS_DEVICE_SPHERE=kernels); table MB is that form's table. torch-harmonics
 // on the same GPU, side by side: tools/compare_cuda.py.
 #include <fmt/core.h>
@@ -30,8 +30,9 @@
 #include "engine/factory.h"
 #include "engine/storage.h"
 #include "ops/linalg_cuda.h"
-#include "ops/sphere/device_form.h"
-#include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/legendre/path.h"
+#include "ops/sphere/legendre/contraction.h"
+#include "ops/sphere/legendre/table.h"
 #include "ops/sphere/sht.h"
 #include "tools/bench/bench_csv.h"
 #include "tools/bench/benches.h"

@@ -31,7 +31,7 @@
 #include "models/sfno.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
-#include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/legendre/contraction.h"
 #include "tools/bench/bench_csv.h"
 #include "tools/bench/benches.h"
 #include "tools/bench/timing.h"

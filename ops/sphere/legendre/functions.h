@@ -60,7 +60,7 @@ std::vector<double> legendre_table(const LegendreSpec& spec, const std::vector<d
 // for callers and tests that need a few orders of a large table.
 std::vector<double> legendre_table_for_m(const LegendreSpec& spec, const std::vector<double>& cos_theta, int64_t m);
 
-// Shared by the tables (legendre.cpp) and the on-the-fly path (legendre_recurrence.cpp), so both
+// Shared by the tables (functions.cpp) and the on-the-fly path (recurrence.cpp), so both
 // compute the same values with the same operations.
 namespace detail {
 // Below 2^-600 a value is kept scaled; from there on the recurrence cannot push it to subnormals.

@@ -1,6 +1,6 @@
-// The SHT's Legendre contractions on a cached table (legendre_cache.h). Internal to
-// ops/sphere/sht.cpp (and its tests); the on-the-fly alternative is legendre_recurrence.h, and
-// sht.cpp picks one per call. Decisions in ops/sphere/NOTES.md, section "SHT", "Kernel".
+// The Legendre contractions on a cached table (table.h): the path cpu_table of path.h. Internal
+// to ops/sphere/legendre/ (and its tests); the on-the-fly alternative is recurrence.h, and
+// contraction.cpp picks one per call by path.h's rule. Decisions in ops/sphere/NOTES.md, section "SHT", "Kernel".
 //
 //   to_degree:   A (B, lmax, mmax) [l,m] = sum_j T_m[l,j] X (B, nlat, mmax) [j,m]   (0 where l < m)
 //   to_latitude: X (B, nlat, mmax) [j,m] = sum_{l>=m} T_m[l,j] A (B, lmax, mmax) [l,m]
@@ -16,7 +16,7 @@
 #include <complex>
 #include <cstdint>
 
-#include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/legendre/table.h"
 
 namespace gs::sphere {
 

@@ -7,7 +7,7 @@
 // at lmax = 2048, m = 1024 the seed drops below 1e-308 at sin(theta) ~ 0.5, where Pbar_2047^1024 is
 // of order one. Seeds are therefore carried as mantissa * 2^exponent until the recurrence has
 // grown them back into range.
-#include "ops/sphere/legendre.h"
+#include "ops/sphere/legendre/functions.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// Table kernels of the Legendre contractions (legendre_table_kernels.h).
+// Table kernels of the Legendre contractions (table_kernels.h).
 //
 // Symmetry. With j' = nlat-1-j the mirror of northern row j and Pbar_l^m(-x) = (-1)^{l+m} Pbar_l^m(x),
 //   to_degree:   A[l,m] = sum_{northern j} T[l,j] (X[j,m] + (-1)^{l-m} X[j',m])
@@ -19,7 +19,7 @@
 // The registers are sized for 512-bit vectors; GCC's tuning for AVX-512 CPUs defaults to 256.
 #pragma GCC target("prefer-vector-width=512")
 #endif
-#include "ops/sphere/legendre_table_kernels.h"
+#include "ops/sphere/legendre/table_kernels.h"
 
 #include <omp.h>
 

@@ -1,5 +1,5 @@
-// The process-wide cache of Legendre tables as read-only Tensors, in the layout the SHT kernels
-// (ops/sphere/sht.cpp) multiply with. One table per (grid, nlat, lmax, mmax, normalisation,
+// The process-wide cache of Legendre tables as read-only Tensors, in the layout the contraction
+// kernels (table_kernels.h, blocked.h) multiply with. One table per (grid, nlat, lmax, mmax, normalisation,
 // csphase, kind, dtype): built once in f64 (ops/sphere/legendre.h), cast once to the compute dtype,
 // shared by every caller with an equal key, and never writable (an in-place write throws, naming
 // the table). Decisions: ops/sphere/NOTES.md, section "SHT".
@@ -14,7 +14,7 @@
 
 #include "engine/tensor.h"
 #include "ops/sphere/grids.h"
-#include "ops/sphere/legendre.h"
+#include "ops/sphere/legendre/functions.h"
 
 namespace gs::sphere {
 
@@ -62,7 +62,7 @@ struct LegendreTableKey {
 //
 // Layout (orders counted from key.m_begin, 0 for a full table; m0 below is key.m_begin + k * lanes):
 // orders are grouped in blocks of `lanes` consecutive m (lanes = the complex values of one
-// 512-bit register: 4 in f64, 8 in f32), because the SHT kernels (sht.cpp) hold one block's orders
+// 512-bit register: 4 in f64, 8 in f32), because the table kernels (table_kernels.cpp) hold one block's orders
 // side by side in a register, where the data (..., rows, mmax) already has them. Block k covers
 // m0 = k * lanes .. m0 + lanes - 1, its rows j = js .. n_even - 1 with js = block_first_row[k] (the
 // smallest first_row of its orders), and its degrees l = m0 .. lmax - 1:
@@ -77,6 +77,9 @@ struct LegendreTable {
   // 0: T_l^m(-x) = (-1)^{l-m} T_l^m(x), as Pbar (and m Pbar / sin theta); 1: the opposite sign, as
   // dPbar/dtheta (the vector SHT's tables). Functions odd about the equator are 0 on it.
   int parity = 0;
+  // Unique per built table in the process: the device caches (gemm.h, blocked.h) key their
+  // copies by it, so a table rebuilt after clear_legendre_cache is never mistaken for the old one.
+  uint64_t id = 0;
   std::vector<int64_t> first_row;        // order_count entries: rows j < first_row[m - m_begin] are zero for order m
   std::vector<int64_t> block_first_row;  // per block: the smallest first_row of its orders
   std::vector<int64_t> block_offset;     // per block: element offset in values
@@ -102,10 +105,11 @@ struct LegendreTable {
 // The table for `key`, built on first use. Thread-safe; two calls with equal keys return the
 // same object (and so the same storage).
 //
-// Ownership: the cache holds strong references. A table lives until clear_legendre_cache() (or
-// the end of the process), so a functional call such as sht(x, spec) never rebuilds one, and a
-// model's tables cost their memory once. Tensors already handed out (e.g. saved in an autograd
-// graph) keep their storage alive after a clear; a later lookup then builds a new table.
+// Ownership: a KeyedCache (engine/keyed_cache.h) holds strong references. A table lives until
+// clear_legendre_cache() (contraction.h; or the end of the process), so a functional call such as
+// sht(x, spec) never rebuilds one, and a model's tables cost their memory once. Tensors already
+// handed out (e.g. saved in an autograd graph) keep their storage alive after a clear; a later
+// lookup then builds a new table.
 std::shared_ptr<const LegendreTable> legendre_table_cached(const LegendreTableKey& key);
 
 // A table in the layout above from f64 values given per order (the key's orders only): raw_order(m) returns the
@@ -129,8 +133,7 @@ struct LegendreCacheStats {
 };
 LegendreCacheStats legendre_cache_stats();
 
-// Drops the cache's references and the device copies made of its tables (legendre_gemm.h,
-// legendre_blocked.h); returns the bytes they held.
-size_t clear_legendre_cache();
+// Drops the scalar tables only (clear_legendre_cache drops the whole family); returns their bytes.
+size_t clear_legendre_tables();
 
 }  // namespace gs::sphere

@@ -1,4 +1,4 @@
-// On-the-fly Legendre contractions (legendre_recurrence.h). Per order m, the northern rows the
+// On-the-fly Legendre contractions (recurrence.h). Per order m, the northern rows the
 // order needs are cut into blocks of kRows latitudes; for each block the recurrence
 //   Pbar_l^m = a_lm x Pbar_{l-1}^m - b_lm Pbar_{l-2}^m
 // marches l = m .. lmax-1 with the kRows values in registers, and every value serves a northern row
@@ -12,7 +12,7 @@
 // (RecurrencePlan::alpha).
 //
 // Negligible rows. Pbar_l^m ~ sin^m(theta) near the poles: for each order, northern rows whose values
-// are all below the table's negligible level (legendre_cache.h) are skipped, a large saving at high
+// are all below the table's negligible level (table.h) are skipped, a large saving at high
 // m. The remaining rows may still start below the f64 range when lmax is large (the seed underflows
 // while a higher degree is of order one): those (order, row) pairs march in scaled arithmetic
 // at plan time until the value is back in range, and the kernel resumes them from there, one row at
@@ -21,7 +21,7 @@
 // The blocks are sized for 512-bit vectors; GCC's tuning for AVX-512 CPUs defaults to 256.
 #pragma GCC target("prefer-vector-width=512")
 #endif
-#include "ops/sphere/legendre_recurrence.h"
+#include "ops/sphere/legendre/recurrence.h"
 
 #include <omp.h>
 

@@ -1,8 +1,8 @@
-// The Legendre contractions read straight from the CPU's blocked table (legendre_cache.h: northern
+// The Legendre contractions read straight from the CPU's blocked table (table.h: northern
 // rows only, l >= m only, polar values below negligible() dropped), one output value per call, as
-// plain arithmetic on interleaved (re, im) pairs. The CUDA kernels (legendre_blocked_cuda.cu) run
+// plain arithmetic on interleaved (re, im) pairs. The CUDA kernels (blocked_cuda.cu) run
 // one thread per output value through these functions (the *_at forms, which also decode the
-// thread's flat index), and legendre_blocked.cpp's CPU loops run the same *_at forms, checked by
+// thread's flat index), and blocked.cpp's CPU loops run the same *_at forms, checked by
 // tests/ops/test_sphere_device_kernels.cpp against the native kernels: the CPU suites test the
 // arithmetic and the indexing the GPU runs. No checks here: callers validate first.
 //
@@ -20,7 +20,7 @@
 
 namespace gs::sphere::blocked {
 
-// A blocked table (legendre_cache.h) as raw pointers, on whichever device holds them.
+// A blocked table (table.h) as raw pointers, on whichever device holds them.
 template <typename R>
 struct TableView {
   const R* values;

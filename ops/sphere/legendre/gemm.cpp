@@ -1,14 +1,13 @@
-// Dense Legendre tables and the GEMM form of the contractions (legendre_gemm.h).
-#include "ops/sphere/legendre_gemm.h"
+// Dense Legendre tables and the GEMM form of the contractions (gemm.h).
+#include "ops/sphere/legendre/gemm.h"
 
-#include <map>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/cuda_runtime.h"
 #include "engine/factory.h"
+#include "engine/keyed_cache.h"
 #include "ops/complex_ops.h"
 #include "ops/kernels.h"
 #include "ops/linalg.h"
@@ -40,39 +39,22 @@ std::vector<T> dense_values(const LegendreTable& tab) {
   return dense;
 }
 
-struct DenseEntry {
-  std::weak_ptr<const LegendreTable> table;
-  Tensor dense;
+// One dense copy per (table id, device index; -1 for the CPU).
+using DenseKey = std::pair<uint64_t, int>;
+struct DenseTable {
+  Tensor values;
 };
-
-}  // namespace
-
-namespace {
-
-struct DenseCache {
-  std::mutex mutex;
-  std::map<std::pair<const LegendreTable*, int>, DenseEntry> entries;  // device index, -1: the CPU
-};
-DenseCache& dense_cache() {
-  static DenseCache c;
-  return c;
+KeyedCache<DenseKey, DenseTable>& dense_cache() {
+  static auto* c = new KeyedCache<DenseKey, DenseTable>(
+      [](const DenseTable& d) { return static_cast<size_t>(d.values.numel()) * dtype_size(d.values.dtype()); });
+  return *c;
 }
 
-}  // namespace
-
-Tensor dense_legendre_table(const std::shared_ptr<const LegendreTable>& tab, Device device) {
-  DenseCache& c = dense_cache();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  // Entries whose table is gone (clear_legendre_cache and no graph holding it) are dropped, so
-  // their device memory goes back to the allocator and a new table at the same address is not
-  // mistaken for the old one.
-  std::erase_if(c.entries, [](const auto& e) { return e.second.table.expired(); });
-  const auto key = std::make_pair(tab.get(), device.is_cpu() ? -1 : device.index);
-  if (auto it = c.entries.find(key); it != c.entries.end()) return it->second.dense;
-  const LegendreTableKey& k = tab->key;
+std::shared_ptr<const DenseTable> build_dense(const LegendreTable& tab, Device device) {
+  const LegendreTableKey& k = tab.key;
   Tensor host;
   dispatch_float(k.dtype, "dense Legendre table", [&]<typename T>() {
-    host = from_vector(dense_values<T>(*tab), Shape{k.order_count(), k.lmax, k.nlat});
+    host = from_vector(dense_values<T>(tab), Shape{k.order_count(), k.lmax, k.nlat});
   });
   Tensor dense = host;
   if (!device.is_cpu()) {
@@ -83,18 +65,17 @@ Tensor dense_legendre_table(const std::shared_ptr<const LegendreTable>& tab, Dev
   }
   dense.storage()->set_read_only("the dense Legendre table (" + k.str() +
                                  ") is a cached constant shared by every transform with this spec");
-  c.entries[key] = {tab, dense};
-  return dense;
+  return std::make_shared<const DenseTable>(DenseTable{dense});
 }
 
-size_t clear_dense_legendre_tables() {
-  DenseCache& c = dense_cache();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  size_t bytes = 0;
-  for (const auto& [key, e] : c.entries) bytes += static_cast<size_t>(e.dense.numel()) * dtype_size(e.dense.dtype());
-  c.entries.clear();
-  return bytes;
+}  // namespace
+
+Tensor dense_legendre_table(const std::shared_ptr<const LegendreTable>& tab, Device device) {
+  const DenseKey key{tab->id, device.is_cpu() ? -1 : device.index};
+  return dense_cache().get(key, [&](const DenseKey&) { return build_dense(*tab, device); })->values;
 }
+
+size_t clear_dense_legendre_tables() { return dense_cache().clear(); }
 
 Tensor legendre_contract_gemm(const Tensor& x, const Tensor& dense, bool to_degree) {
   NoGradGuard no_grad;

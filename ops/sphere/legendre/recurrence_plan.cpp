@@ -1,7 +1,7 @@
-// Building and caching the recurrence plans, and the path rule (legendre_recurrence_plan.h). The
-// seeds Pbar_m^m and the coefficients are those of ops/sphere/legendre.cpp (same formulas, same
-// scaled diagonal), so the on-the-fly path agrees with the tables to rounding.
-#include "ops/sphere/legendre_recurrence_plan.h"
+// Building and caching the recurrence plans (recurrence_plan.h). The seeds Pbar_m^m and the
+// coefficients are those of functions.cpp (same formulas, same scaled diagonal), so the
+// on-the-fly path agrees with the tables to rounding.
+#include "ops/sphere/legendre/recurrence_plan.h"
 
 #include <omp.h>
 
@@ -9,13 +9,12 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
-#include <map>
-#include <mutex>
 #include <numbers>
 
 #include "engine/error.h"
+#include "engine/keyed_cache.h"
 #include "ops/sphere/grids.h"
-#include "ops/sphere/legendre.h"
+#include "ops/sphere/legendre/functions.h"
 
 namespace gs::sphere {
 namespace {
@@ -23,8 +22,6 @@ namespace {
 using Scaled = detail::ScaledValue;
 using detail::advance_diagonal;
 using detail::kFoldExponent;
-
-std::atomic<LegendrePath> g_path{LegendrePath::automatic};
 
 double seed_00(const LegendreTableKey& key) {
   return detail::seed_00(key.norm, key.kind == LegendreTableKind::synthesis);
@@ -171,37 +168,28 @@ std::shared_ptr<const RecurrencePlan> build_plan(const LegendreTableKey& key) {
 
 }  // namespace
 
-LegendrePath set_legendre_path(LegendrePath path) { return g_path.exchange(path); }
-LegendrePath legendre_path() { return g_path.load(); }
+namespace {
 
-bool use_recurrence(const LegendreTableKey& key, int64_t batch) {
-  // The recurrence kernels run over every order; a slice of them (a process's block of m in the
-  // distributed SHT) always takes its sliced table.
-  if (!key.all_orders()) return false;
-  switch (legendre_path()) {
-    case LegendrePath::table: return false;
-    case LegendrePath::recurrence: return true;
-    case LegendrePath::automatic: break;
-  }
-  // The measured rule (NOTES.md, "On-the-fly path"). Per field, both paths do work proportional
-  // to the table's entries, but the table kernels also stream the whole table once per call,
-  // shared by the batch; past the caches that traffic decides. The recurrence stays in f64 while
-  // the f32 table kernels run at twice the f64 rate, so f32 tables pay off down to larger shares.
-  const double mb = 1e-6 * static_cast<double>(LegendreTable::estimated_bytes(key));
-  const double per_field = mb / static_cast<double>(std::max<int64_t>(batch, 1));
-  if (key.dtype == DType::f32) return per_field >= 8.0;
-  return per_field >= 2.0 || (mb >= 16.0 && per_field >= 0.25);
+KeyedCache<LegendreTableKey, RecurrencePlan>& plan_cache() {
+  // Never destroyed: plans may be looked up during static destruction.
+  static auto* plans = new KeyedCache<LegendreTableKey, RecurrencePlan>(
+      [](const LegendreTableKey& k) -> std::shared_ptr<const RecurrencePlan> { return build_plan(k); },
+      [](const RecurrencePlan& p) { return p.nbytes(); });
+  return *plans;
 }
 
+}  // namespace
+
 std::shared_ptr<const RecurrencePlan> recurrence_plan_cached(const LegendreTableKey& key) {
-  static std::mutex mutex;
-  static auto* plans = new std::map<LegendreTableKey, std::shared_ptr<const RecurrencePlan>>();  // never destroyed
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = plans->find(key);
-  if (it != plans->end()) return it->second;
-  auto plan = build_plan(key);
-  plans->emplace(key, plan);
-  return plan;
+  return plan_cache().get(key.canonical());
+}
+
+size_t clear_recurrence_plans() { return plan_cache().clear(); }
+
+size_t RecurrencePlan::nbytes() const {
+  size_t doubles = x.size() + weight.size() + ab.size() + factor.size() + alpha.size() + out_factor.size() + seed.size();
+  for (const auto& s : scaled) doubles += 4 * s.size();
+  return doubles * sizeof(double) + (first_row.size() + ab_offset.size()) * sizeof(int64_t);
 }
 
 int64_t recurrence_first_row(const RecurrencePlan& plan, int64_t m) {

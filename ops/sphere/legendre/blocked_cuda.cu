@@ -1,9 +1,9 @@
 // The blocked-table Legendre contractions on CUDA: one thread per output value (grid-stride), the
 // order index fastest, so a warp reads consecutive orders of one table row (a block's lanes are
-// contiguous) and of one data row. The arithmetic is legendre_blocked_math.h's, shared with the CPU.
+// contiguous) and of one data row. The arithmetic is blocked_math.h's, shared with the CPU.
 #include "engine/cuda_types.cuh"
-#include "ops/sphere/legendre_blocked_cuda.h"
-#include "ops/sphere/legendre_blocked_math.h"
+#include "ops/sphere/legendre/blocked_cuda.h"
+#include "ops/sphere/legendre/blocked_math.h"
 
 namespace gs::cuda_kernels {
 namespace {

@@ -1,4 +1,4 @@
-// Launchers of the blocked-table Legendre kernels on CUDA (legendre_blocked_cuda.cu), plain
+// Launchers of the blocked-table Legendre kernels on CUDA (blocked_cuda.cu), plain
 // arguments as ops/elementwise_cuda.h. Each returns false for a dtype other than f32 / f64 (the
 // table's real dtype; the data is the complex dtype of it, interleaved).
 #pragma once
@@ -8,7 +8,7 @@
 
 namespace gs::cuda_kernels {
 
-// The table as legendre_blocked_math.h's TableView, with untyped values; every pointer on the device.
+// The table as blocked_math.h's TableView, with untyped values; every pointer on the device.
 struct BlockedTableArgs {
   const void* values;
   const int64_t* block_offset;

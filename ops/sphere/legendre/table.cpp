@@ -1,25 +1,19 @@
 // Building and caching the SHT's Legendre tables. The f64 values come from legendre_table_for_m on
 // the northern nodes only (the southern ones are their mirror images), one order per task so the
 // build runs on every core and never holds more than one f64 block per thread.
-#include "ops/sphere/legendre_cache.h"
-#include "ops/sphere/legendre_blocked.h"
-#include "ops/sphere/legendre_gemm.h"
+#include "ops/sphere/legendre/table.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cmath>
-#include <exception>
 #include <functional>
-#include <future>
 #include <limits>
-#include <map>
-#include <mutex>
 
 #include "engine/error.h"
 #include "engine/factory.h"
+#include "engine/keyed_cache.h"
 
 namespace gs::sphere {
 namespace {
@@ -159,25 +153,11 @@ std::shared_ptr<const LegendreTable> build_table(const LegendreTableKey& key) {
                   key.str()));
 }
 
-using TableFuture = std::shared_future<std::shared_ptr<const LegendreTable>>;
+using TableCache = KeyedCache<LegendreTableKey, LegendreTable>;
 
-struct Cache {
-  std::mutex mutex;
-  std::map<LegendreTableKey, TableFuture> tables;
-  std::atomic<int64_t> builds{0};
-};
-
-// The bytes of a finished table; 0 for one whose build failed.
-size_t bytes_of(const TableFuture& f) {
-  try {
-    return f.get()->nbytes();
-  } catch (const std::exception&) {
-    return 0;
-  }
-}
-
-Cache& cache() {
-  static Cache* c = new Cache();  // never destroyed: tables may be looked up during static destruction
+TableCache& cache() {
+  // Never destroyed: tables may be looked up during static destruction.
+  static auto* c = new TableCache(build_table, [](const LegendreTable& t) { return t.nbytes(); });
   return *c;
 }
 
@@ -210,8 +190,10 @@ std::shared_ptr<const LegendreTable> make_blocked_table(const LegendreTableKey& 
            "Legendre table: expected dtype f32/f64, nlat >= 1, 1 <= mmax <= lmax, orders within [0, mmax) and parity "
            "0 or 1, got {} (parity {})",
            key.str(), parity);
+  static std::atomic<uint64_t> next_id{1};
   auto t = std::make_shared<LegendreTable>();
   t->key = key.canonical();
+  t->id = next_id++;
   t->n_even = (key.nlat + 1) / 2;
   t->n_odd = key.nlat / 2;
   t->lanes = LegendreTable::lanes_for(key.dtype);
@@ -246,37 +228,7 @@ size_t LegendreTable::nbytes() const {
 std::shared_ptr<const LegendreTable> legendre_table_cached(const LegendreTableKey& requested) {
   const LegendreTableKey key = requested.canonical();
   check_key(key);
-  Cache& c = cache();
-  std::promise<std::shared_ptr<const LegendreTable>> promise;
-  TableFuture future;
-  bool build_here = false;
-  {
-    std::lock_guard<std::mutex> lock(c.mutex);
-    auto it = c.tables.find(key);
-    if (it != c.tables.end()) {
-      future = it->second;
-    } else {
-      // Reserve the entry, then build outside the lock: other keys stay available meanwhile, and
-      // callers of this key wait on the future instead of building it twice.
-      future = promise.get_future().share();
-      c.tables.emplace(key, future);
-      build_here = true;
-    }
-  }
-  if (build_here) {
-    try {
-      promise.set_value(build_table(key));
-      ++c.builds;
-    } catch (...) {
-      {
-        std::lock_guard<std::mutex> lock(c.mutex);
-        auto it = c.tables.find(key);
-        if (it != c.tables.end()) c.tables.erase(it);
-      }
-      promise.set_exception(std::current_exception());
-    }
-  }
-  return future.get();
+  return cache().get(key);
 }
 
 std::vector<double> legendre_reference_table(const LegendreTableKey& key) {
@@ -293,30 +245,10 @@ std::vector<double> legendre_reference_table(const LegendreTableKey& key) {
 }
 
 LegendreCacheStats legendre_cache_stats() {
-  Cache& c = cache();
-  LegendreCacheStats s;
-  std::lock_guard<std::mutex> lock(c.mutex);
-  for (const auto& [key, future] : c.tables) {
-    if (future.wait_for(std::chrono::seconds(0)) != std::future_status::ready) continue;  // being built
-    const size_t b = bytes_of(future);
-    s.tables += b > 0;
-    s.bytes += b;
-  }
-  s.builds = c.builds.load();
-  return s;
+  const CacheStats c = cache().stats();
+  return {c.entries, c.bytes, c.builds};
 }
 
-size_t clear_legendre_cache() {
-  Cache& c = cache();
-  std::map<LegendreTableKey, TableFuture> dropped;
-  {
-    std::lock_guard<std::mutex> lock(c.mutex);
-    dropped.swap(c.tables);
-  }
-  size_t bytes = 0;
-  for (const auto& [key, future] : dropped) bytes += bytes_of(future);  // waits for builds in flight
-  // Their device copies too: the GEMM form's dense tables and the blocked form's.
-  return bytes + detail::clear_dense_legendre_tables() + detail::clear_device_blocked_tables();
-}
+size_t clear_legendre_tables() { return cache().clear(); }
 
 }  // namespace gs::sphere

@@ -1,35 +1,22 @@
-// The plan of the on-the-fly Legendre contractions (legendre_recurrence.h): everything the
-// recurrence kernels read for one table key (rows kept per order, seeds, the rescaled recurrence
-// coefficients, scaled starts), and the rule that picks the on-the-fly path. Device-independent:
-// the CPU kernels (legendre_recurrence.cpp) read it, and a CUDA twin can read the same plan.
+// The plan of the on-the-fly Legendre contractions (recurrence.h): everything the recurrence
+// kernels read for one table key (rows kept per order, seeds, the rescaled recurrence
+// coefficients, scaled starts). Device-independent: the CPU kernels (recurrence.cpp) read it, and
+// a CUDA twin can read the same plan. When the path is taken: path.h.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "ops/sphere/legendre_cache.h"
+#include "ops/sphere/legendre/table.h"
 
 namespace gs::sphere {
 
 struct RecurrencePlan;
 
-// Which kernel the Legendre contractions use. `automatic` applies the measured rule below; the
-// others force one path (tests compare them, benchmarks time each).
-enum class LegendrePath { automatic, table, recurrence };
-
-// Process-wide; returns the previous setting.
-LegendrePath set_legendre_path(LegendrePath path);
-LegendrePath legendre_path();
-
-// Whether a contraction with table `key` on `batch` fields runs on the fly: the setting if forced,
-// else the rule of NOTES.md ("On-the-fly path"), which depends on the table's size per field. A
-// key of a slice of the orders always takes the table path.
-bool use_recurrence(const LegendreTableKey& key, int64_t batch);
-
 // What the recurrence needs for one table key (RecurrencePlan below), O(lmax * mmax + mmax * nlat)
-// doubles, cached for the life of the process (a few MB at lmax = 720; clear_legendre_cache does
-// not drop it).
+// doubles (a few MB at lmax = 720), cached (a KeyedCache) until clear_legendre_cache.
 std::shared_ptr<const RecurrencePlan> recurrence_plan_cached(const LegendreTableKey& key);
+size_t clear_recurrence_plans();  // returns the bytes the plans held
 
 struct RecurrencePlan {
   // An (order, row) pair whose seed is below the f64 range: the recurrence resumes at degree l with
@@ -55,6 +42,8 @@ struct RecurrencePlan {
   std::vector<double> seed;  // (mmax, n_even): Pbar_m^m(x_j); 0 before first_row and for scaled starts
   std::vector<std::vector<ScaledStart>> scaled;       // mmax
   int64_t n_scaled = 0;
+
+  size_t nbytes() const;
 
   double f(int64_t m, int64_t l) const { return factor[static_cast<size_t>(m * key.lmax + l)]; }
   const double* alpha_of(int64_t m) const { return alpha.data() + ab_offset[static_cast<size_t>(m)] / 2; }
