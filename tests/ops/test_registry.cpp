@@ -39,21 +39,6 @@ std::string describe(const std::vector<Tensor>& inputs) {
   return s;
 }
 
-// Contiguous copies with the same requires_grad flags (fresh leaves).
-std::vector<Tensor> contiguous_leaves(const std::vector<Tensor>& inputs) {
-  std::vector<Tensor> r;
-  for (const auto& t : inputs) {
-    if (!t.defined()) {
-      r.push_back(t);
-      continue;
-    }
-    Tensor c = gs::contiguous_copy(t, true);
-    if (t.requires_grad()) c.set_requires_grad(true);
-    r.push_back(c);
-  }
-  return r;
-}
-
 std::vector<double> realified(const Tensor& t) {
   std::vector<double> out;
   if (gs::is_complex(t.dtype())) {
@@ -287,7 +272,7 @@ TEST_CASE("registry: ops agree on the samples' own layouts and on contiguous cop
       try {
         gs::GradModeGuard on(true);
         std::vector<Tensor> xa = smp.inputs;
-        std::vector<Tensor> xb = contiguous_leaves(for_copy[s].inputs);
+        std::vector<Tensor> xb = gs::fresh_leaves(for_copy[s].inputs, gs::LeafLayout::contiguous);
         auto ya = info.fn(xa);
         auto yb = info.fn(xb);
         REQUIRE(ya.size() == yb.size());
