@@ -307,9 +307,9 @@ double clip_global_grad_norm(const ProcessGrid& grid, const std::vector<ReducedP
   return norm;
 }
 
-namespace {
-// g on spatial rank 0, zeros elsewhere: a projection, so it is its own adjoint.
+// A projection, so it is its own adjoint (and its own backward).
 Tensor spatial_root_only(const Tensor& g, const ProcessGrid& grid) {
+  GS_CHECK(g.defined(), "spatial_root_only: the tensor is undefined");
   Tensor out;
   {
     NoGradGuard ng;
@@ -321,7 +321,6 @@ Tensor spatial_root_only(const Tensor& g, const ProcessGrid& grid) {
     });
   return out;
 }
-}  // namespace
 
 Tensor replicated_loss_term(const Tensor& term, const ProcessGrid& grid) {
   GS_CHECK(term.defined(), "replicated_loss_term: the term is undefined");
