@@ -55,19 +55,8 @@ std::vector<double> local_flat(const ProcessGrid& grid, const std::vector<Tensor
   return out;
 }
 
-std::vector<Tensor> fresh(const std::vector<Tensor>& inputs) {
-  std::vector<Tensor> r;
-  for (const auto& t : inputs) {
-    if (!t.defined()) {
-      r.push_back(t);
-      continue;
-    }
-    Tensor c = contiguous_copy(t.detach(), true);
-    if (t.requires_grad()) c.set_requires_grad(true);
-    r.push_back(c);
-  }
-  return r;
-}
+// Contiguous: the numerical Jacobian perturbs elements through data<T>()[e].
+std::vector<Tensor> fresh(const std::vector<Tensor>& inputs) { return fresh_leaves(inputs, LeafLayout::contiguous); }
 
 // counts[r][i]: real entries of tensor i that world rank r contributes to the global vector.
 std::vector<std::vector<int64_t>> count_table(const ProcessGrid& grid, Communicator& world,

@@ -6,6 +6,7 @@
 
 #include "distributed/replica_check.h"
 #include "engine/autograd/engine.h"
+#include "engine/autograd/grad_clip.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/record.h"
 #include "engine/error.h"
@@ -293,7 +294,7 @@ double clip_global_grad_norm(const ProcessGrid& grid, const std::vector<ReducedP
   GS_CHECK(max_norm > 0 && !std::isnan(max_norm), "clip_global_grad_norm: expected max_norm > 0, got {}", max_norm);
   const double norm = global_grad_norm(grid, params);
   if (!std::isfinite(norm)) return norm;
-  const double scale = max_norm / (norm + 1e-6);
+  const double scale = grad_clip_factor(norm, max_norm);
   if (scale < 1) {
     NoGradGuard ng;
     for (const auto& p : params) {
@@ -306,9 +307,9 @@ double clip_global_grad_norm(const ProcessGrid& grid, const std::vector<ReducedP
   return norm;
 }
 
-namespace {
-// g on spatial rank 0, zeros elsewhere: a projection, so it is its own adjoint.
+// A projection, so it is its own adjoint (and its own backward).
 Tensor spatial_root_only(const Tensor& g, const ProcessGrid& grid) {
+  GS_CHECK(g.defined(), "spatial_root_only: the tensor is undefined");
   Tensor out;
   {
     NoGradGuard ng;
@@ -320,7 +321,6 @@ Tensor spatial_root_only(const Tensor& g, const ProcessGrid& grid) {
     });
   return out;
 }
-}  // namespace
 
 Tensor replicated_loss_term(const Tensor& term, const ProcessGrid& grid) {
   GS_CHECK(term.defined(), "replicated_loss_term: the term is undefined");

@@ -82,6 +82,9 @@ double clip_global_grad_norm(const ProcessGrid& grid, const std::vector<ReducedP
 // the identity, the backward passes the gradient on spatial rank 0 only (zeros elsewhere), so the
 // reducer's sum counts it exactly once. Differentiable again.
 Tensor replicated_loss_term(const Tensor& term, const ProcessGrid& grid);
+// replicated_loss_term's backward: g on spatial rank 0, zeros on the other ranks of the spatial
+// group. Differentiable again.
+Tensor spatial_root_only(const Tensor& g, const ProcessGrid& grid);
 
 // Compares every replicated parameter (and its .grad, when defined) across the world and every
 // sharded one across the ranks that hold the same shard; the first difference is an error naming

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/autograd/grad_clip.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/error.h"
 #include "engine/factory.h"
@@ -398,7 +399,12 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, bool e
              norm);
     return norm;
   }
-  const double scale = max_norm / (norm + 1e-6);
+  clip_grads_to_norm(params, norm, max_norm);
+  return norm;
+}
+
+void clip_grads_to_norm(const std::vector<Tensor>& params, double norm, double max_norm) {
+  const double scale = grad_clip_factor(norm, max_norm);
   if (scale < 1) {
     NoGradGuard no_grad;
     for (auto& p : params) {
@@ -406,7 +412,6 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, bool e
       if (g.defined()) mul_(g, scale);
     }
   }
-  return norm;
 }
 
 }  // namespace gs::models

@@ -127,13 +127,16 @@ class AdamW : public Adam {
 
 // Global 2-norm of every defined .grad of `params` (complex: |z|^2 per element), accumulated in f64
 // in a fixed order (the same value for any thread count). When the norm exceeds max_norm, every grad
-// is scaled in place by max_norm / (norm + 1e-6) (torch.nn.utils.clip_grad_norm_). Returns the norm
-// before clipping.
+// is scaled in place by grad_clip_factor(norm, max_norm) = max_norm / (norm + 1e-6)
+// (engine/autograd/grad_clip.h, torch.nn.utils.clip_grad_norm_). Returns the norm before clipping.
 // Non-finite norm (decision): the grads are left untouched and the NaN / Inf norm is returned so the
 // caller sees it and skips the step (torch would scale every grad by NaN); with error_if_nonfinite it
 // throws instead. max_norm <= 0 is an error (use grad_norm to only measure).
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, bool error_if_nonfinite = false);
 // The same norm without clipping.
 double grad_norm(const std::vector<Tensor>& params);
+// clip_grad_norm's scaling alone, for a caller that has measured the (finite) total norm already
+// (the stepper: over the ranks when a reducer sums the gradients).
+void clip_grads_to_norm(const std::vector<Tensor>& params, double norm, double max_norm);
 
 }  // namespace gs::models

@@ -11,7 +11,6 @@
 #include "engine/error.h"
 #include "engine/factory.h"
 #include "ops/elementwise.h"
-#include "ops/inplace.h"
 #include "ops/sphere/sfno_blocks.h"
 #include "ops/view.h"
 
@@ -254,17 +253,8 @@ TrainResult Stepper::train_on_batch(const Batch& batch) {
     GS_CHECK(!o_.throw_on_nonfinite, "Stepper: {}", r.report);
     return r;
   }
-  if (o_.clip_grad_norm > 0) {
-    // clip_grad_norm's rule, reusing the norm already computed.
-    const double scale = o_.clip_grad_norm / (r.grad_norm + 1e-6);
-    if (scale < 1) {
-      NoGradGuard no_grad;
-      for (auto& p : model_->parameters()) {
-        Tensor g = p.grad();
-        if (g.defined()) mul_(g, scale);
-      }
-    }
-  }
+  // clip_grad_norm's rule, reusing the norm already computed.
+  if (o_.clip_grad_norm > 0) clip_grads_to_norm(model_->parameters(), r.grad_norm, o_.clip_grad_norm);
   if (schedule_) optimizer_->set_lr(schedule_->lr());
   r.lr = optimizer_->lr();
   optimizer_->step();

@@ -96,25 +96,68 @@ std::vector<std::string> metrics_columns(int64_t rollout_steps) {
 const std::vector<std::string> kValidationColumns = {"step", "lead_hours", "variable", "rmse", "persistence_rmse",
                                                      "val_loss"};
 
-int run_train(const TrainArgs& args) {
+TrainConfig load_config(const TrainArgs& args) {
   GS_CHECK(!args.out_given || !args.out.empty(), "train --out: expected a run directory, got an empty string");
   TrainConfig cfg = load_train_config(args.config);
   if (args.out_given) cfg.output.dir = args.out;
+  return cfg;
+}
+
+Device train_device(const TrainArgs& args) {
   Device device = parse_device(args.device);
   // Under a launcher, `--device cuda` is each rank's own GPU (by its local rank).
   if (args.device == "cuda" && dist::launcher_world_size() > 1) device = dist::local_rank_device();
   if (!device.is_cpu()) cuda::require_device(device, "train --device");  // says why when there is no GPU
+  return device;
+}
+
+// What the set-up makes for the loop and the report, in the order it makes them: the
+// configuration, the device and the process grid, the run directory (rank 0 holds its lock), the
+// run, and the metrics files (rank 0's; the other ranks write to nowhere).
+struct TrainSession {
+  explicit TrainSession(const TrainArgs& args);  // the set-up
+
+  // A write into the run directory; where the directory went away during it, the error says so.
+  template <typename F>
+  void in_run_directory(const char* what, const F& write) const {
+    if (lock) lock->write_checked(what, write);
+    else write();
+  }
+
+  TrainConfig cfg;
+  Device device;
   dist::GpuWorld gpu_world;
-  if (!device.is_cpu()) gpu_world = dist::gpu_world_communicator(device);
-  const dist::ProcessGrid grid = make_process_grid(args.grid, cfg, "train", false, gpu_world.comm);
+  dist::ProcessGrid grid;
+  bool root;
+  RunPaths paths;
+  std::optional<RunDirectoryLock> lock;
+  std::optional<TrainingRun> run;
+  std::optional<MetricsCsv> metrics, val_csv;
+
+ private:
+  void prepare_run_directory(const TrainArgs& args);
+  void start_run(const TrainArgs& args);
+  void open_metrics_files(const TrainArgs& args);
+};
+
+TrainSession::TrainSession(const TrainArgs& args)
+    : cfg(load_config(args)),
+      device(train_device(args)),
+      gpu_world(device.is_cpu() ? dist::GpuWorld{} : dist::gpu_world_communicator(device)),
+      grid(make_process_grid(args.grid, cfg, "train", false, gpu_world.comm)),
+      root(grid.is_root()),
+      paths(cfg.output.dir) {
   // Before the run directory is touched (TrainingRun checks it again for other callers).
   check_device_grid(device, grid, "train");
-  const bool root = grid.is_root();
-  const RunPaths paths(cfg.output.dir);
   GS_CHECK(!(args.resume && args.overwrite), "train: --resume and --overwrite exclude each other");
-  // Rank 0 owns the directory: it locks it, checks it and prepares it while the others wait (an
-  // error there ends every rank with its message).
-  std::optional<RunDirectoryLock> lock;
+  prepare_run_directory(args);
+  start_run(args);
+  open_metrics_files(args);
+}
+
+// Rank 0 owns the directory: it locks it, checks it and prepares it while the others wait (an
+// error there ends every rank with its message).
+void TrainSession::prepare_run_directory(const TrainArgs& args) {
   if (root) {
     lock.emplace(paths.root);
     if (int n = lock->remove_stale_temporaries())
@@ -134,140 +177,193 @@ int run_train(const TrainArgs& args) {
     paths.create();
   }
   grid.comm(dist::Group::world)->barrier();  // the directory is ready before anyone reads or writes in it
+}
 
+// The run (data, model, optimizer), from its checkpoint with --resume; the configuration's copy in
+// the run directory.
+void TrainSession::start_run(const TrainArgs& args) {
   const auto t_setup = std::chrono::steady_clock::now();
   if (root)
     fmt::print(stderr, "gradsphere train: {} -> {}{}\n", cfg.source, paths.root.string(),
                grid.is_single_process() ? std::string()
                                         : fmt::format(" on {} processes, grid {}", grid.world_size(), grid.spec().str()));
-  TrainingRun run(cfg, grid, paths.data, device);
-  if (root) fmt::print(stderr, "{}", run.describe());
+  run.emplace(cfg, grid, paths.data, device);
+  if (root) fmt::print(stderr, "{}", run->describe());
   if (root && !grid.is_single_process() && gpu_world.comm)
     fmt::print(stderr, "communicator: {} (rank 0 on {})\n", gpu_world.how, device);
   if (root) fmt::print(stderr, "set-up took {:.1f} s\n", seconds_since(t_setup));
 
   if (args.resume) {
-    const std::vector<ConfigChange> changes = run.restore(models::load_checkpoint(paths.checkpoint));
+    const std::vector<ConfigChange> changes = run->restore(models::load_checkpoint(paths.checkpoint));
     if (root) {
-      fmt::print(stderr, "resumed from {} at step {}\n", paths.checkpoint.string(), run.step());
+      fmt::print(stderr, "resumed from {} at step {}\n", paths.checkpoint.string(), run->step());
       for (const auto& c : changes) fmt::print(stderr, "  changed on resume: {}: {} -> {}\n", c.key, c.before, c.after);
     }
     if (root && !changes.empty()) write_text_file(paths.config, cfg.text);  // the copy is what the run now uses
   } else if (root) {
     write_text_file(paths.config, cfg.text);
   }
-  // Only rank 0 writes the metrics files: the others write to nowhere. A resumed run drops the rows
-  // written after its checkpoint: it writes them again.
-  std::optional<MetricsCsv> metrics, val_csv;
-  if (root) {
-    const auto columns = metrics_columns(cfg.training.rollout_steps);
-    metrics.emplace(args.resume ? MetricsCsv::append(paths.metrics.string(), columns, run.step())
-                                : MetricsCsv::create(paths.metrics.string(), columns));
-    val_csv.emplace(args.resume ? MetricsCsv::append(paths.validation.string(), kValidationColumns, run.step())
-                                : MetricsCsv::create(paths.validation.string(), kValidationColumns));
+}
+
+// Only rank 0 writes the metrics files. A resumed run drops the rows written after its
+// checkpoint: it writes them again.
+void TrainSession::open_metrics_files(const TrainArgs& args) {
+  if (!root) return;
+  const auto columns = metrics_columns(cfg.training.rollout_steps);
+  metrics.emplace(args.resume ? MetricsCsv::append(paths.metrics.string(), columns, run->step())
+                              : MetricsCsv::create(paths.metrics.string(), columns));
+  val_csv.emplace(args.resume ? MetricsCsv::append(paths.validation.string(), kValidationColumns, run->step())
+                              : MetricsCsv::create(paths.validation.string(), kValidationColumns));
+}
+
+// How the loop ended, and what the report needs from it.
+struct LoopEnd {
+  std::optional<int> stopped;  // the exit code when a signal or --stop-after ended the run early
+  int64_t steps_here = 0;      // steps run by this invocation
+  std::optional<ValidationScores> last_scores;
+  std::chrono::steady_clock::time_point t_train;
+};
+
+// The training steps with their metrics, validations and checkpoints.
+class TrainLoop {
+ public:
+  TrainLoop(TrainSession& s, const TrainArgs& args)
+      : s_(s), args_(args), total_(s.cfg.training.steps), bar_(total_, s.run->step(), progress_options(s)),
+        last_checkpoint_(args.resume ? s.run->step() : -1) {}
+
+  LoopEnd run() {
+    LoopEnd end;
+    end.t_train = std::chrono::steady_clock::now();
+    TrainingRun& training = *s_.run;
+    while (training.step() < total_) {
+      const models::TrainResult r = training.train_step();
+      if (!r.applied) {
+        bar_.finish();
+        // Every rank skipped this step together (the stepper agrees on it), so they end together.
+        throw AgreedError(fmt::format(
+            "training stopped: {}\nThe weights were not changed by that step. {}. Lower optimizer.lr or set "
+            "training.clip_grad_norm, then resume.",
+            r.report, last_good()));
+      }
+      const int64_t step = training.step();
+      if (s_.lock) s_.lock->check_unchanged("this step's metrics");
+      ++end.steps_here;
+      bar_.update(step, r.loss);
+      if (step % s_.cfg.training.log_every == 0 || step == total_) write_metrics_row(step, r, end.t_train);
+      if ((s_.cfg.validation.every > 0 && step % s_.cfg.validation.every == 0) || step == total_)
+        end.last_scores = validate(step);
+      // A signal may reach the ranks at different steps: they agree before anyone stops.
+      const bool stop = any_rank_stops(
+          s_.grid, StopSignals::requested() || (args_.stop_after > 0 && end.steps_here >= args_.stop_after));
+      if (step % s_.cfg.training.checkpoint_every == 0 || step == total_ || stop) save();
+      if (stop && step < total_) {
+        bar_.finish();
+        print_how_to_resume(step);
+        end.stopped = StopSignals::requested() ? StopSignals::exit_code() : 0;
+        return end;
+      }
+    }
+    bar_.finish();
+    return end;
   }
 
-  StopSignals signals;
-  const int64_t total = cfg.training.steps;
-  ProgressOptions progress;
-  if (!root) progress.out = silent_stream();  // one progress line per job, from rank 0
-  ProgressBar bar(total, run.step(), progress);
-  int64_t last_checkpoint = args.resume ? run.step() : -1;
-  int64_t steps_here = 0;
-  std::optional<ValidationScores> last_scores;
-  const auto t_train = std::chrono::steady_clock::now();
-  // Every rank gathers its shards; rank 0 writes (atomically); every rank waits for the file.
-  auto last_good = [&] {
-    return last_checkpoint >= 0
-               ? fmt::format("The last good checkpoint is {} (step {})", paths.checkpoint.string(), last_checkpoint)
-               : std::string("No checkpoint was written yet");
-  };
-  // A write into the run directory; where the directory went away during it, the error says so.
-  auto in_run_directory = [&](const char* what, const auto& write) {
-    if (lock) lock->write_checked(what, write);
-    else write();
-  };
-  // Every rank gathers the same whole tensors, so every rank sees a non-finite one and they stop together.
-  auto save = [&] {
-    const models::Checkpoint c = run.checkpoint();
+ private:
+  static ProgressOptions progress_options(const TrainSession& s) {
+    ProgressOptions progress;
+    if (!s.root) progress.out = silent_stream();  // one progress line per job, from rank 0
+    return progress;
+  }
+
+  std::string last_good() const {
+    return last_checkpoint_ >= 0 ? fmt::format("The last good checkpoint is {} (step {})", s_.paths.checkpoint.string(),
+                                               last_checkpoint_)
+                                 : std::string("No checkpoint was written yet");
+  }
+
+  void write_metrics_row(int64_t step, const models::TrainResult& r, std::chrono::steady_clock::time_point t_train) {
+    std::vector<CsvCell> row = {step, r.loss, r.lr, r.grad_norm};
+    for (double l : r.step_losses) row.emplace_back(l);
+    row.emplace_back(seconds_since(t_train));
+    if (s_.metrics) s_.in_run_directory("this step's metrics", [&] { s_.metrics->write_row(row); });
+  }
+
+  ValidationScores validate(int64_t step) {
+    ValidationScores v = s_.run->validate();
+    for (size_t k = 0; k < v.lead_hours.size(); ++k)
+      for (size_t c = 0; c < v.variables.size(); ++c)
+        if (s_.val_csv)
+          s_.in_run_directory("the validation scores", [&] {
+            s_.val_csv->write_row({step, v.lead_hours[k], v.variables[c], v.rmse[k][c], v.persistence[k][c], v.loss});
+          });
+    bar_.message(fmt::format("validation at step {}: loss {:.4g}\n{}", step, v.loss, format_scores(v)));
+    return v;
+  }
+
+  // Every rank gathers its shards; rank 0 writes (atomically); every rank waits for the file. Every
+  // rank gathers the same whole tensors, so every rank sees a non-finite one and they stop together.
+  void save() {
+    const models::Checkpoint c = s_.run->checkpoint();
     if (auto bad = models::first_non_finite(c)) {
-      bar.finish();
+      bar_.finish();
       throw AgreedError(fmt::format(
           "training stopped: step {}: {} after the step (the loss was still finite); no checkpoint of this state is "
           "written. {}. Lower optimizer.lr or set training.clip_grad_norm, then resume.",
-          run.step(), *bad, last_good()));
+          s_.run->step(), *bad, last_good()));
     }
-    if (root) {
-      lock->write_checked("the checkpoint", [&] { models::save_checkpoint(paths.checkpoint, c); });
+    if (s_.root) {
+      s_.lock->write_checked("the checkpoint", [&] { models::save_checkpoint(s_.paths.checkpoint, c); });
     }
-    grid.comm(dist::Group::world)->barrier();
-    last_checkpoint = run.step();
-  };
-
-  while (run.step() < total) {
-    const models::TrainResult r = run.train_step();
-    if (!r.applied) {
-      bar.finish();
-      // Every rank skipped this step together (the stepper agrees on it), so they end together.
-      throw AgreedError(fmt::format(
-          "training stopped: {}\nThe weights were not changed by that step. {}. Lower optimizer.lr or set "
-          "training.clip_grad_norm, then resume.",
-          r.report, last_good()));
-    }
-    const int64_t step = run.step();
-    if (lock) lock->check_unchanged("this step's metrics");
-    ++steps_here;
-    bar.update(step, r.loss);
-    if (step % cfg.training.log_every == 0 || step == total) {
-      std::vector<CsvCell> row = {step, r.loss, r.lr, r.grad_norm};
-      for (double l : r.step_losses) row.emplace_back(l);
-      row.emplace_back(seconds_since(t_train));
-      if (metrics) in_run_directory("this step's metrics", [&] { metrics->write_row(row); });
-    }
-    if ((cfg.validation.every > 0 && step % cfg.validation.every == 0) || step == total) {
-      ValidationScores s = run.validate();
-      for (size_t k = 0; k < s.lead_hours.size(); ++k)
-        for (size_t c = 0; c < s.variables.size(); ++c)
-          if (val_csv)
-            in_run_directory("the validation scores", [&] {
-              val_csv->write_row({step, s.lead_hours[k], s.variables[c], s.rmse[k][c], s.persistence[k][c], s.loss});
-            });
-      bar.message(fmt::format("validation at step {}: loss {:.4g}\n{}", step, s.loss, format_scores(s)));
-      last_scores = std::move(s);
-    }
-    // A signal may reach the ranks at different steps: they agree before anyone stops.
-    const bool stop = any_rank_stops(grid, StopSignals::requested() || (args.stop_after > 0 && steps_here >= args.stop_after));
-    if (step % cfg.training.checkpoint_every == 0 || step == total || stop) save();
-    if (stop && step < total) {
-      bar.finish();
-      if (root)
-        fmt::print(stderr, "stopped at step {} of {}; checkpoint {}\nresume with: {}gradsphere train {} --out {} --resume{}\n",
-                   step, total, paths.checkpoint.string(),
-                   grid.is_single_process() ? std::string() : fmt::format("mpiexec -n {} ", grid.world_size()),
-                   args.config, paths.root.string(),
-                   grid.is_single_process() ? std::string()
-                                            : fmt::format(" --grid {} (or any other grid: the checkpoint holds whole tensors)",
-                                                          grid.spec().str()));
-      return StopSignals::requested() ? StopSignals::exit_code() : 0;
-    }
+    s_.grid.comm(dist::Group::world)->barrier();
+    last_checkpoint_ = s_.run->step();
   }
-  bar.finish();
 
-  if (!last_scores) last_scores = run.validate();  // a resumed run that was already complete
+  void print_how_to_resume(int64_t step) const {
+    if (!s_.root) return;
+    const dist::ProcessGrid& grid = s_.grid;
+    fmt::print(stderr, "stopped at step {} of {}; checkpoint {}\nresume with: {}gradsphere train {} --out {} --resume{}\n",
+               step, total_, s_.paths.checkpoint.string(),
+               grid.is_single_process() ? std::string() : fmt::format("mpiexec -n {} ", grid.world_size()),
+               args_.config, s_.paths.root.string(),
+               grid.is_single_process() ? std::string()
+                                        : fmt::format(" --grid {} (or any other grid: the checkpoint holds whole tensors)",
+                                                      grid.spec().str()));
+  }
+
+  TrainSession& s_;
+  const TrainArgs& args_;
+  const int64_t total_;
+  ProgressBar bar_;
+  int64_t last_checkpoint_;
+};
+
+// After the last step: the final validation, the maps (collective), and rank 0's plots and summary.
+int report(TrainSession& s, LoopEnd& end) {
+  TrainingRun& run = *s.run;
+  const RunPaths& paths = s.paths;
+  if (!end.last_scores) end.last_scores = run.validate();  // a resumed run that was already complete
   std::vector<fs::path> maps;
-  if (cfg.output.maps) maps = run.write_validation_maps(*last_scores, paths.maps);  // collective
-  if (!root) return 0;
+  if (s.cfg.output.maps) maps = run.write_validation_maps(*end.last_scores, paths.maps);  // collective
+  if (!s.root) return 0;
   write_loss_curve(paths.metrics, paths.validation, paths.loss_curve);
-  write_skill_plot(*last_scores, paths.skill_plot);
+  write_skill_plot(*end.last_scores, paths.skill_plot);
 
-  fmt::print("trained {} steps in {:.1f} s ({} this run)\n", total, seconds_since(t_train), steps_here);
-  fmt::print("final validation (area-weighted RMSE, physical units):\n{}", format_scores(*last_scores));
+  fmt::print("trained {} steps in {:.1f} s ({} this run)\n", s.cfg.training.steps, seconds_since(end.t_train),
+             end.steps_here);
+  fmt::print("final validation (area-weighted RMSE, physical units):\n{}", format_scores(*end.last_scores));
   fmt::print("checkpoint:  {}\n", paths.checkpoint.string());
   fmt::print("metrics:     {} and {}\n", paths.metrics.string(), paths.validation.string());
   fmt::print("loss curve:  {}\n", paths.loss_curve.string());
   fmt::print("skill plot:  {}\n", paths.skill_plot.string());
   if (!maps.empty()) fmt::print("maps:        {} ({} files)\n", paths.maps.string(), maps.size());
   return 0;
+}
+
+int run_train(const TrainArgs& args) {
+  TrainSession session(args);
+  StopSignals signals;  // until the report is written
+  LoopEnd end = TrainLoop(session, args).run();
+  if (end.stopped) return *end.stopped;
+  return report(session, end);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The backward engine: a graph root fans the output gradients out; nodes run in reverse creation
 // order once every gradient flowing into them has arrived (dependency counting); gradients meeting
-// at one slot are summed.
+// at one slot are summed. A pass (BackwardPass) discovers the graph, selects the nodes that run,
+// counts dependencies, runs the ready nodes and finishes; its CUDA stream bookkeeping lives in
+// BackwardStreams (backward_streams.h).
 #include "engine/autograd/engine.h"
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <tuple>
 
 #include "engine/autograd/anomaly.h"
+#include "engine/autograd/backward_streams.h"
 #include "engine/autograd/grad_arith.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
@@ -44,40 +47,6 @@ class NotDifferentiableAgain : public Node {
  private:
   std::string producer_;
 };
-
-// The stream a node's backward runs on: its forward's (DESIGN.md: backward on the forward ops'
-// stream); a node without one (a leaf's accumulator) on the current stream of its CUDA device.
-std::optional<cuda::Stream> backward_stream(const Node& n) {
-  if (n.forward_stream) return n.forward_stream;
-  for (const auto& m : n.output_meta)
-    if (m.device.type == DeviceType::cuda) return cuda::current_stream(m.device.index);
-  return std::nullopt;
-}
-
-// Work queued on `s` from now on waits for what the producers' streams have queued so far (the
-// gradients they handed on). Nothing to do when they all ran on `s`.
-void wait_for_producers(const std::vector<cuda::Stream>& producers, const cuda::Stream& s) {
-  for (const cuda::Stream& p : producers) {
-    if (p == s) continue;
-    cuda::Event e(p.device);
-    e.record(p);
-    e.block(s);
-  }
-}
-
-void add_stream(std::vector<cuda::Stream>& streams, const cuda::Stream& s) {
-  if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
-}
-
-// Gradients made on other streams and read on `s`: their blocks must not be reused by their own
-// stream before `s` has read them (the allocator is stream-ordered).
-void mark_used_on(const std::vector<Tensor>& grads, const std::vector<cuda::Stream>& producers, const cuda::Stream& s) {
-  bool crossed = false;
-  for (const cuda::Stream& p : producers) crossed |= !(p == s);
-  if (!crossed) return;
-  for (const Tensor& g : grads)
-    if (g.defined() && g.device().type == DeviceType::cuda) record_stream(g.storage(), s.id());
-}
 
 // Device tensors are read through a copy to the host (to_vector): anomaly mode is a debugging
 // mode, and the check must see every gradient wherever it lives.
@@ -150,36 +119,44 @@ struct PassScope {
   std::vector<std::pair<Node*, Node::PassState>> stashed;
 };
 
-void execute(const std::shared_ptr<Node>& root, bool retain_graph, bool create_graph, Captures* captures) {
-  const uint64_t pass = g_next_pass++;
-  PassScope scope(pass);
-  auto in_pass = [pass](Node* n) { return n->pass_state.pass == pass; };
+// One run of the engine over the graph below `root`, in the phases execute() calls in order.
+class BackwardPass {
+ public:
+  BackwardPass(const std::shared_ptr<Node>& root, bool retain_graph, bool create_graph, Captures* captures)
+      : root_(root), retain_graph_(retain_graph), create_graph_(create_graph), captures_(captures),
+        pass_(g_next_pass++), scope_(pass_) {}
+
   // 1. Discover the graph; reset each node's scratch state.
-  std::vector<Node*> nodes{root.get()};
-  root->pass_state = {};
-  root->pass_state.pass = pass;
-  for (size_t k = 0; k < nodes.size(); ++k)
-    for (auto& e : nodes[k]->next_edges) {
-      if (!e.valid()) continue;
-      Node* c = e.fn.get();
-      if (!in_pass(c)) {
-        scope.stash_if_outer(c);
-        c->pass_state = {};
-        c->pass_state.pass = pass;
-        nodes.push_back(c);
+  void discover_graph() {
+    nodes_.push_back(root_.get());
+    root_->pass_state = {};
+    root_->pass_state.pass = pass_;
+    for (size_t k = 0; k < nodes_.size(); ++k)
+      for (auto& e : nodes_[k]->next_edges) {
+        if (!e.valid()) continue;
+        Node* c = e.fn.get();
+        if (!in_pass(c)) {
+          scope_.stash_if_outer(c);
+          c->pass_state = {};
+          c->pass_state.pass = pass_;
+          nodes_.push_back(c);
+        }
+        c->pass_state.in_degree++;
       }
-      c->pass_state.in_degree++;
-    }
+  }
+
   // 2. Which nodes run: all (backward), or those leading to a captured slot (grad). Kahn's
   //    algorithm gives a topological order (parents first); walking it backwards decides each
   //    node after all of its children. Sequence numbers cannot be used for this: leaf
   //    accumulators are created lazily, after the nodes that feed them.
-  if (!captures) {
-    for (Node* n : nodes) n->pass_state.runs = true;
-  } else {
-    for (auto& [n, slot, idx] : captures->targets)
+  void select_nodes_to_run() {
+    if (!captures_) {
+      for (Node* n : nodes_) n->pass_state.runs = true;
+      return;
+    }
+    for (auto& [n, slot, idx] : captures_->targets)
       if (in_pass(n.get())) n->pass_state.captured = true;
-    std::vector<Node*> topo{root.get()};
+    std::vector<Node*> topo{root_.get()};
     for (size_t k = 0; k < topo.size(); ++k)
       for (auto& e : topo[k]->next_edges)
         if (e.valid() && --e.fn->pass_state.in_degree == 0) topo.push_back(e.fn.get());
@@ -197,113 +174,146 @@ void execute(const std::shared_ptr<Node>& root, bool retain_graph, bool create_g
           break;
         }
     }
-    root->pass_state.runs = true;
+    root_->pass_state.runs = true;
   }
-  auto active = [](Node* n) { return n->pass_state.runs || n->pass_state.captured; };
-  for (Node* n : nodes)
-    if (n->pass_state.runs)
-      for (auto& e : n->next_edges)
-        if (e.valid() && active(e.fn.get())) e.fn->pass_state.dependencies++;
 
-  // 3. Run.
-  std::priority_queue<NodeTask> ready;
-  ready.push({root.get()});
-  std::vector<cuda::Stream> used_streams;  // every CUDA stream this pass queued work on
-  GradModeGuard mode(create_graph);
-  while (!ready.empty()) {
-    Node* n = ready.top().node;
-    ready.pop();
-    // The node's rule, and the sums of the gradients it hands on, run on its stream.
-    const std::optional<cuda::Stream> stream = backward_stream(*n);
-    std::optional<cuda::StreamGuard> on_stream;
-    if (stream) {
-      wait_for_producers(n->pass_state.producer_streams, *stream);
-      mark_used_on(n->pass_state.buffer, n->pass_state.producer_streams, *stream);
-      add_stream(used_streams, *stream);
-      on_stream.emplace(*stream);
+  // How many gradients each node waits for before it is ready.
+  void count_dependencies() {
+    for (Node* n : nodes_)
+      if (n->pass_state.runs)
+        for (auto& e : n->next_edges)
+          if (e.valid() && active(e.fn.get())) e.fn->pass_state.dependencies++;
+  }
+
+  // 3. Run: ready nodes, highest sequence number first.
+  void run_ready_nodes() {
+    ready_.push({root_.get()});
+    while (!ready_.empty()) {
+      Node* n = ready_.top().node;
+      ready_.pop();
+      // The node's rule, and the sums of the gradients it hands on, run on its stream.
+      std::optional<cuda::StreamGuard> on_stream;
+      if (const std::optional<cuda::Stream> stream = streams_.enter(*n)) on_stream.emplace(*stream);
+      std::vector<Tensor> grads = take_gradients(*n);
+      if (!n->pass_state.runs) continue;
+      hand_on(*n, run_rule(*n, std::move(grads)));
     }
-    std::vector<Tensor> grads = std::move(n->pass_state.buffer);
-    grads.resize(n->output_meta.size());
-    for (uint32_t s = 0; s < grads.size(); ++s) grads[s] = n->run_tensor_hooks(s, grads[s]);
-    if (n->pass_state.captured)
-      for (auto& [target, slot, idx] : captures->targets) {
-        if (target.get() != n || !grads[slot].defined()) continue;
-        Tensor& dst = captures->grads[idx];
+  }
+
+  // 4. Finish.
+  void finish() {
+    // Gradients left in buffers of nodes that never became ready (none in a consistent graph).
+    for (Node* n : nodes_) n->pass_state.buffer.clear();
+    streams_.hand_back_to_caller();
+  }
+
+ private:
+  bool in_pass(const Node* n) const { return n->pass_state.pass == pass_; }
+  static bool active(const Node* n) { return n->pass_state.runs || n->pass_state.captured; }
+
+  // The gradients that arrived for n's forward outputs (undefined where none did), after n's
+  // tensor hooks; where n holds a slot that grad() captures, they are added to its result there.
+  std::vector<Tensor> take_gradients(Node& n) {
+    std::vector<Tensor> grads = std::move(n.pass_state.buffer);
+    grads.resize(n.output_meta.size());
+    for (uint32_t s = 0; s < grads.size(); ++s) grads[s] = n.run_tensor_hooks(s, grads[s]);
+    if (n.pass_state.captured)
+      for (auto& [target, slot, idx] : captures_->targets) {
+        if (target.get() != &n || !grads[slot].defined()) continue;
+        Tensor& dst = captures_->grads[idx];
         dst = dst.defined() ? gradient_arithmetic().add(dst, grads[slot]) : grads[slot];
       }
-    if (!n->pass_state.runs) continue;
+    return grads;
+  }
 
-    bool any = n == root.get();
+  // n's backward rule, with zeros for the gradients that did not arrive; nothing when none did.
+  std::vector<Tensor> run_rule(Node& n, std::vector<Tensor> grads) {
+    bool any = &n == root_.get();
     for (auto& g : grads) any |= g.defined();
+    if (!any) return {};
+    for (uint32_t s = 0; s < grads.size(); ++s)
+      if (!grads[s].defined()) {
+        const auto& m = n.output_meta[s];
+        grads[s] = zeros(m.sizes, m.dtype, m.device);
+      }
     std::vector<Tensor> outs;
-    if (any) {
-      for (uint32_t s = 0; s < grads.size(); ++s)
-        if (!grads[s].defined()) {
-          const auto& m = n->output_meta[s];
-          grads[s] = zeros(m.sizes, m.dtype, m.device);
-        }
-      try {
-        // A once-differentiable rule runs without recording, even under create_graph: otherwise
-        // the ops it happens to use (on saved inputs, say) would give its outputs a history, a
-        // double backward would silently follow it, and the refusing guard below would be moot.
-        GradModeGuard rule_mode(create_graph && !n->once_differentiable);
-        outs = n->apply(std::move(grads));
-      } catch (const Error& e) {
-        // Name the failing node once: errors raised by the node's own checks (saved tensors) name it already.
-        const std::string node = n->describe();
-        if (n == root.get() || std::string_view(e.what()).find(node) != std::string_view::npos) throw;
-        throw Error(fmt::format("in backward of {}: {}", node, e.what()));
-      }
-      if (!retain_graph) n->release_saved();
+    try {
+      // A once-differentiable rule runs without recording, even under create_graph: otherwise
+      // the ops it happens to use (on saved inputs, say) would give its outputs a history, a
+      // double backward would silently follow it, and the refusing guard below would be moot.
+      GradModeGuard rule_mode(create_graph_ && !n.once_differentiable);
+      outs = n.apply(std::move(grads));
+    } catch (const Error& e) {
+      // Name the failing node once: errors raised by the node's own checks (saved tensors) name it already.
+      const std::string node = n.describe();
+      if (&n == root_.get() || std::string_view(e.what()).find(node) != std::string_view::npos) throw;
+      throw Error(fmt::format("in backward of {}: {}", node, e.what()));
     }
-    GS_CHECK(outs.empty() || outs.size() == n->next_edges.size(),
-             "backward of {} returned {} gradients, expected {} (one per input)", n->describe(), outs.size(),
-             n->next_edges.size());
-    for (size_t i = 0; i < n->next_edges.size(); ++i) {
-      const Edge& e = n->next_edges[i];
+    if (!retain_graph_) n.release_saved();
+    return outs;
+  }
+
+  // Sends each gradient n's rule returned along its edge into the consumer's buffer; a consumer
+  // that has all of its gradients becomes ready.
+  void hand_on(Node& n, const std::vector<Tensor>& outs) {
+    GS_CHECK(outs.empty() || outs.size() == n.next_edges.size(),
+             "backward of {} returned {} gradients, expected {} (one per input)", n.describe(), outs.size(),
+             n.next_edges.size());
+    for (size_t i = 0; i < n.next_edges.size(); ++i) {
+      const Edge& e = n.next_edges[i];
       if (!e.valid() || !active(e.fn.get())) continue;
-      if (i < outs.size() && outs[i].defined()) {
-        Tensor g = n == root.get() ? outs[i] : validate_gradient(*n, i, outs[i]);
-        if (AnomalyMode::check_nan() && has_non_finite(g))
-          fail("anomaly mode: backward of {} produced NaN or Inf in the gradient for its input {} ({})",
-               n->describe(), i, g.meta_str());
-        if (create_graph && n->once_differentiable) {
-          // Attach a node that refuses to be differentiated.
-          auto guard = std::make_shared<NotDifferentiableAgain>(n->describe());
-          g = g.detach();
-          guard->output_meta.push_back(TensorMeta::of(g));
-          auto& m = g.impl()->meta();
-          m.requires_grad = true;
-          m.grad_fn = guard;
-          m.history_version = g.version();
-        }
-        auto& buf = e.fn->pass_state.buffer;
-        buf.resize(e.fn->output_meta.size());
-        Tensor& slot = buf[e.output_nr];
-        auto& producers = e.fn->pass_state.producer_streams;
-        if (g.device().type == DeviceType::cuda) {
-          // Made on the current stream of its device (this node's, or the caller's for a node
-          // without one, e.g. the root's seed or a to(cpu)'s copy back).
-          const cuda::Stream here = cuda::current_stream(g.device().index);
-          if (slot.defined()) {
-            wait_for_producers(producers, here);  // the sum reads their gradient
-            mark_used_on({slot}, producers, here);
-          }
-          add_stream(producers, here);
-          add_stream(used_streams, here);
-        }
-        slot = slot.defined() ? gradient_arithmetic().add(slot, g) : g;
-      }
-      if (--e.fn->pass_state.dependencies == 0) ready.push({e.fn.get()});
+      if (i < outs.size() && outs[i].defined()) accumulate(*e.fn, e.output_nr, checked_gradient(n, i, outs[i]));
+      if (--e.fn->pass_state.dependencies == 0) ready_.push({e.fn.get()});
     }
   }
-  // Gradients left in buffers of nodes that never became ready (none in a consistent graph).
-  for (Node* n : nodes) n->pass_state.buffer.clear();
-  // The caller reads the results (captured gradients, retained .grad) on its own streams: order
-  // them after everything the pass queued.
-  std::vector<cuda::Stream> caller;
-  for (const cuda::Stream& s : used_streams) add_stream(caller, cuda::current_stream(s.device));
-  for (const cuda::Stream& c : caller) wait_for_producers(used_streams, c);
+
+  // The gradient n made for its input i, as it is handed on: validated (and reduced if it was
+  // broadcast), checked for NaN/Inf in anomaly mode, guarded when n's rule is once-differentiable.
+  Tensor checked_gradient(const Node& n, size_t i, const Tensor& out) {
+    Tensor g = &n == root_.get() ? out : validate_gradient(n, i, out);
+    if (AnomalyMode::check_nan() && has_non_finite(g))
+      fail("anomaly mode: backward of {} produced NaN or Inf in the gradient for its input {} ({})", n.describe(),
+           i, g.meta_str());
+    if (create_graph_ && n.once_differentiable) {
+      // Attach a node that refuses to be differentiated.
+      auto guard = std::make_shared<NotDifferentiableAgain>(n.describe());
+      g = g.detach();
+      guard->output_meta.push_back(TensorMeta::of(g));
+      auto& m = g.impl()->meta();
+      m.requires_grad = true;
+      m.grad_fn = guard;
+      m.history_version = g.version();
+    }
+    return g;
+  }
+
+  // Gradients meeting at one slot of `consumer` are summed.
+  void accumulate(Node& consumer, uint32_t output_nr, const Tensor& g) {
+    auto& buf = consumer.pass_state.buffer;
+    buf.resize(consumer.output_meta.size());
+    Tensor& slot = buf[output_nr];
+    streams_.before_accumulate(g, slot, consumer);
+    slot = slot.defined() ? gradient_arithmetic().add(slot, g) : g;
+  }
+
+  const std::shared_ptr<Node>& root_;
+  const bool retain_graph_, create_graph_;
+  Captures* captures_;
+  const uint64_t pass_;
+  PassScope scope_;  // first in, last out: gives shared nodes their state back after everything else
+  std::vector<Node*> nodes_;
+  std::priority_queue<NodeTask> ready_;
+  BackwardStreams streams_;
+};
+
+void execute(const std::shared_ptr<Node>& root, bool retain_graph, bool create_graph, Captures* captures) {
+  BackwardPass pass(root, retain_graph, create_graph, captures);
+  pass.discover_graph();
+  pass.select_nodes_to_run();
+  pass.count_dependencies();
+  GradModeGuard mode(create_graph);
+  pass.run_ready_nodes();
+  pass.finish();
 }
 
 std::shared_ptr<Node> make_root(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs,

@@ -40,8 +40,7 @@ std::vector<double> flat_outputs(const std::vector<Tensor>& outs) {
   return flat;
 }
 
-// Fresh copies of the inputs with the same requires_grad flags and the same memory order: a
-// transposed sample stays transposed, so the op's strided paths are what gets checked.
+// A copy of t in t's memory order (LeafLayout::as_input).
 Tensor copy_keeping_layout(const Tensor& t) {
   if (t.is_contiguous()) return contiguous_copy(t, true);
   // Lay the copy out densely in the order of t's strides (largest first), then view it back.
@@ -56,20 +55,6 @@ Tensor copy_keeping_layout(const Tensor& t) {
   Tensor out(std::make_shared<TensorImpl>(dense.storage(), t.sizes(), strides, 0, t.dtype()));
   copy_values(out, t);
   return out;
-}
-
-std::vector<Tensor> fresh_inputs(const std::vector<Tensor>& inputs) {
-  std::vector<Tensor> r;
-  for (const auto& t : inputs) {
-    if (!t.defined()) {
-      r.push_back(t);
-      continue;
-    }
-    Tensor c = copy_keeping_layout(t);
-    if (t.requires_grad()) c.set_requires_grad(true);
-    r.push_back(c);
-  }
-  return r;
 }
 
 // Memory offset (in elements, from the first element) of logical row-major element j.
@@ -91,7 +76,7 @@ Matrix numerical_jacobian(const DifferentiableFn& f, const std::vector<Tensor>& 
     for (int64_t j = 0; j < inputs[i].numel(); ++j) {
       for (int c = 0; c < w; ++c) {
         auto eval = [&](double delta) {
-          auto xs = fresh_inputs(inputs);
+          auto xs = fresh_leaves(inputs);
           int64_t at = element_offset(xs[i], j);
           if (w == 2) xs[i].data<c128>()[at] += c == 0 ? c128(delta, 0) : c128(0, delta);
           else xs[i].data<double>()[at] += delta;
@@ -110,7 +95,7 @@ Matrix numerical_jacobian(const DifferentiableFn& f, const std::vector<Tensor>& 
 }
 
 Matrix analytical_jacobian(const DifferentiableFn& f, const std::vector<Tensor>& inputs, size_t n_out) {
-  auto xs = fresh_inputs(inputs);
+  auto xs = fresh_leaves(inputs);
   std::vector<Tensor> diff_inputs;
   for (const auto& x : xs)
     if (x.defined() && x.requires_grad()) diff_inputs.push_back(x);
@@ -166,6 +151,20 @@ std::string locate(const std::vector<Tensor>& inputs, size_t row) {
 
 }  // namespace
 
+std::vector<Tensor> fresh_leaves(const std::vector<Tensor>& inputs, LeafLayout layout) {
+  std::vector<Tensor> r;
+  for (const auto& t : inputs) {
+    if (!t.defined()) {
+      r.push_back(t);
+      continue;
+    }
+    Tensor c = layout == LeafLayout::as_input ? copy_keeping_layout(t) : contiguous_copy(t, true);
+    if (t.requires_grad()) c.set_requires_grad(true);
+    r.push_back(c);
+  }
+  return r;
+}
+
 GradcheckReport gradcheck(const DifferentiableFn& f, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& opt) {
   GradcheckReport rep;
@@ -178,7 +177,7 @@ GradcheckReport gradcheck(const DifferentiableFn& f, const std::vector<Tensor>& 
   }
   GS_CHECK(any, "gradcheck: no input requires grad, so there is nothing to check");
   GradModeGuard on(true);
-  size_t n_out = flat_outputs(f(fresh_inputs(inputs))).size();
+  size_t n_out = flat_outputs(f(fresh_leaves(inputs))).size();
   Matrix num = numerical_jacobian(f, inputs, opt.eps, n_out);
   Matrix ana = analytical_jacobian(f, inputs, n_out);
   for (size_t r = 0; r < num.size(); ++r) {
@@ -206,7 +205,7 @@ GradcheckReport gradcheck(const DifferentiableFn& f, const std::vector<Tensor>& 
       }
   // Zero output gradients must give zero (or no) input gradients.
   if (rep.ok) {
-    auto xs = fresh_inputs(inputs);
+    auto xs = fresh_leaves(inputs);
     std::vector<Tensor> diff;
     for (auto& x : xs)
       if (x.defined() && x.requires_grad()) diff.push_back(x);
@@ -233,7 +232,7 @@ GradcheckReport gradcheck(const DifferentiableFn& f, const std::vector<Tensor>& 
 GradcheckReport gradgradcheck(const DifferentiableFn& f, const std::vector<Tensor>& inputs,
                               const GradcheckOptions& opt) {
   GradModeGuard on(true);
-  auto outs = differentiable_outputs(f(fresh_inputs(inputs)));
+  auto outs = differentiable_outputs(f(fresh_leaves(inputs)));
   std::vector<Tensor> all = inputs;
   size_t n_in = inputs.size();
   uint64_t stream = opt.key.stream;

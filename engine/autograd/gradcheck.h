@@ -31,6 +31,17 @@ struct GradcheckReport {
 
 using DifferentiableFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
+// How fresh_leaves lays out its copies.
+enum class LeafLayout {
+  as_input,    // in the input's memory order: a transposed input stays transposed, so a check of the
+               // copies reaches the op's strided paths
+  contiguous,  // row-major, for callers that index data<T>() directly
+};
+// A new leaf per input, holding a copy of its values, with its requires_grad flag (an undefined
+// input stays undefined): each evaluation of a checked function starts from leaves of its own,
+// never from the caller's tensors or their history.
+std::vector<Tensor> fresh_leaves(const std::vector<Tensor>& inputs, LeafLayout layout = LeafLayout::as_input);
+
 // Inputs that require grad are checked; they must be f64 or c128.
 GradcheckReport gradcheck(const DifferentiableFn& f, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});

@@ -186,3 +186,20 @@ TEST_CASE("gradcheck: multiple outputs, non-differentiable outputs, unused input
   auto rep2 = gradgradcheck(f, {x, unused});
   CHECK_MESSAGE(rep2.ok, rep2.failure);
 }
+
+TEST_CASE("fresh_leaves: new leaves with the inputs' values and flags, in the input's layout or row-major") {
+  const Tensor a = sample_leaf_transposed({3, 2}, {31, 11});  // non-contiguous, requires grad
+  const Tensor b = randn({2}, {31, 12}, DType::f64);  // a constant
+  for (LeafLayout layout : {LeafLayout::as_input, LeafLayout::contiguous}) {
+    const V fresh = fresh_leaves({a, Tensor(), b}, layout);
+    REQUIRE(fresh.size() == 3);
+    CHECK(!fresh[1].defined());
+    CHECK(fresh[0].is_leaf());
+    CHECK(fresh[0].requires_grad());
+    CHECK(!fresh[2].requires_grad());
+    CHECK(fresh[0].storage() != a.storage());
+    CHECK(fresh[0].is_contiguous() == (layout == LeafLayout::contiguous));
+    CHECK(vals(fresh[0]) == vals(a));
+    CHECK(vals(fresh[2]) == vals(b));
+  }
+}

@@ -4,38 +4,18 @@
 // kinds' statistics); conditioning on noise, labels and the context position embedding; an
 // end-to-end f64 gradcheck w.r.t. the input and a selection of parameters; train / eval; the state
 // dict round trip; and the errors for what it refuses.
-#include <doctest/doctest.h>
-
-#include <cmath>
-#include <map>
-#include <string>
-#include <vector>
-
-#include "engine/autograd/grad_mode.h"
-#include "engine/autograd/gradcheck.h"
-#include "engine/factory.h"
-#include "models/layers.h"
 #include "models/noise_sfno.h"
-#include "ops/elementwise.h"
-#include "ops/linalg.h"
 #include "ops/shape_ops.h"
-#include "ops/reduce.h"
 #include "ops/sphere/sfno_blocks.h"
 #include "ops/sphere/sht.h"
 #include "ops/sphere/spectral_conv.h"
-#include "ops/view.h"
-#include "tests/tensor_test_util.h"
-#include "tests/test_util.h"
+#include "tests/models/net_test_util.h"
 
 using namespace gs;
 using namespace gs::models;
-using gs_test::contains;
-using gs_test::error_of;
-using gs_test::max_abs_diff;
-using gs_test::values_f64;
+using namespace gs_test;
 
 namespace {
-
 
 NoiseSfnoOptions tiny(DType dtype = DType::f64) {
   NoiseSfnoOptions o;
@@ -44,23 +24,6 @@ NoiseSfnoOptions tiny(DType dtype = DType::f64) {
   o.embed_dim = 3, o.noise_embed_dim = 2, o.num_layers = 2;
   o.dtype = dtype, o.seed = 3;
   return o;
-}
-
-// Every parameter moved off its initial value (the conditional norms start at zero, which would
-// hide the conditioning paths).
-void randomize(Module& m, uint64_t seed, double std = 0.3) {
-  NoGradGuard ng;
-  StateDict sd = m.state_dict();
-  uint64_t s = 0;
-  for (auto& [name, t] : sd) t = add(t, init_normal(t.sizes(), std, {seed, s++}, t.dtype()));
-  m.load_state_dict(sd);
-}
-
-Tensor param(const Module& m, const std::string& name) {
-  for (const auto& p : m.named_parameters())
-    if (p.name == name) return p.tensor;
-  FAIL("no parameter " << name);
-  return {};
 }
 
 }  // namespace
@@ -74,11 +37,7 @@ TEST_CASE("NoiseConditionedSFNO: ACE's parameter names, shapes and counts") {
   CHECK(m.data_spec().lmax == 6);
   CHECK(m.data_spec().mmax == 6);  // ACE's W/2 + 1 = 7, clamped to lmax (see noise_sfno.h)
   CHECK(m.data_spec() == m.internal_spec());
-  const std::map<std::string, Shape> s = [&] {
-    std::map<std::string, Shape> r;
-    for (const auto& p : m.named_parameters()) r[p.name] = p.tensor.sizes();
-    return r;
-  }();
+  const std::map<std::string, Shape> s = shapes_of(m);
   const std::string b = "conditional_model.blocks.1.";
   CHECK(s.at("conditional_model.encoder.0.weight") == Shape{C, in, 1, 1});
   CHECK(s.at("conditional_model.encoder.0.bias") == Shape{C});
@@ -111,8 +70,7 @@ TEST_CASE("NoiseConditionedSFNO: ACE's parameter names, shapes and counts") {
     g.pos_embed = false, g.context_pos_embed_dim = 5, g.affine_norms = true, g.global_layer_norm = true;
     g.filter_num_groups = 2, g.big_skip = false, g.encoder_layers = 2;
     NoiseConditionedSFNO mg(g);
-    std::map<std::string, Shape> r;
-    for (const auto& p : mg.named_parameters()) r[p.name] = p.tensor.sizes();
+    const std::map<std::string, Shape> r = shapes_of(mg);
     CHECK(r.at("pos_embed") == Shape{1, 5, H, W});
     CHECK(r.at("label_pos_embed") == Shape{N, 5, H, W});
     CHECK(!r.count("conditional_model.pos_embed"));
@@ -130,13 +88,13 @@ TEST_CASE("NoiseConditionedSFNO: initialisation as ACE") {
   o.img_shape = {16, 32}, o.embed_dim = 32, o.noise_embed_dim = 4, o.num_layers = 1, o.n_labels = 3;
   NoiseConditionedSFNO m(o);
   auto rms = [](const Tensor& t) { return std::sqrt(mean(square(cast_copy(t.detach(), DType::f64))).item<double>()); };
-  CHECK(rms(param(m, "conditional_model.blocks.0.norm0.W_scale_2d.weight")) == 0.0);
-  CHECK(rms(param(m, "conditional_model.blocks.0.norm1.W_scale_labels.bias")) == 0.0);
-  CHECK(rms(param(m, "conditional_model.blocks.0.inner_skip.weight")) == doctest::Approx(0.02).epsilon(0.1));
-  CHECK(rms(param(m, "conditional_model.blocks.0.inner_skip.bias")) == 0.0);
-  CHECK(rms(param(m, "conditional_model.pos_embed")) == doctest::Approx(0.02).epsilon(0.05));
+  CHECK(rms(parameter(m, "conditional_model.blocks.0.norm0.W_scale_2d.weight")) == 0.0);
+  CHECK(rms(parameter(m, "conditional_model.blocks.0.norm1.W_scale_labels.bias")) == 0.0);
+  CHECK(rms(parameter(m, "conditional_model.blocks.0.inner_skip.weight")) == doctest::Approx(0.02).epsilon(0.1));
+  CHECK(rms(parameter(m, "conditional_model.blocks.0.inner_skip.bias")) == 0.0);
+  CHECK(rms(parameter(m, "conditional_model.pos_embed")) == doctest::Approx(0.02).epsilon(0.05));
   // Spectral weight: N(0, 1/C) per real component, sqrt(2) more at l = 0.
-  Tensor w = param(m, "conditional_model.blocks.0.filter.filter.weight");  // (1, 16, 32, 32, 2)
+  Tensor w = parameter(m, "conditional_model.blocks.0.filter.filter.weight");  // (1, 16, 32, 32, 2)
   CHECK(rms(slice(w, 1, 1, 16)) == doctest::Approx(std::sqrt(1.0 / 32)).epsilon(0.05));
   CHECK(rms(slice(w, 1, 0, 1)) == doctest::Approx(std::sqrt(2.0 / 32)).epsilon(0.1));
 }
@@ -276,19 +234,13 @@ TEST_CASE("NoiseConditionedSFNO: f64 gradcheck end to end w.r.t. the input and a
       "conditional_model.blocks.0.norm0.W_scale_2d.weight", "conditional_model.blocks.0.norm1.W_bias_labels.weight",
       "conditional_model.blocks.1.norm0.W_scale_pos.weight", "conditional_model.blocks.1.filter.filter.weight",
       "conditional_model.decoder.2.weight"};
-  std::vector<Tensor> inputs = {randn({1, 2, 4, 8}, {8, 8}, DType::f64).set_requires_grad()};
-  for (const auto& n : names) inputs.push_back(contiguous_copy(param(m, n).detach(), true).set_requires_grad());
+  const Tensor x0 = randn({1, 2, 4, 8}, {8, 8}, DType::f64).set_requires_grad();
   ForwardContext ctx;
   ctx.noise_key = {3, 3};
   ctx.labels = from_vector(std::vector<double>{0.3, -1.2}, {1, 2});
-  Tensor proj = randn({3, 2 * 4 * 8}, {9, 9}, DType::f64);
-  auto f = [&](const std::vector<Tensor>& xs) {
-    std::map<std::string, Tensor> sub;
-    for (size_t i = 0; i < names.size(); ++i) sub[names[i]] = xs[i + 1];
-    ParameterSubstitution guard(m, sub);
-    return std::vector<Tensor>{matmul(proj, reshape(m.forward(xs[0], ctx), {2 * 4 * 8}))};
-  };
-  GradcheckReport r = gradcheck(f, inputs);
+  const Tensor proj = randn({3, 2 * 4 * 8}, {9, 9}, DType::f64);
+  GradcheckReport r =
+      gradcheck_input_and_parameters(m, names, x0, proj, [&](const Tensor& in) { return m.forward(in, ctx); });
   CAPTURE(r.failure);
   CHECK(r.ok);
 
@@ -299,7 +251,7 @@ TEST_CASE("NoiseConditionedSFNO: f64 gradcheck end to end w.r.t. the input and a
     NoiseConditionedSFNO mg(g);
     randomize(mg, 7);
     Tensor x = randn({1, 2, 4, 8}, {8, 9}, DType::f64).set_requires_grad();
-    Tensor nw = contiguous_copy(param(mg, "conditional_model.blocks.0.norm1.norm.weight").detach(), true).set_requires_grad();
+    Tensor nw = contiguous_copy(parameter(mg, "conditional_model.blocks.0.norm1.norm.weight").detach(), true).set_requires_grad();
     auto fg = [&](const std::vector<Tensor>& xs) {
       ParameterSubstitution guard(mg, {{"conditional_model.blocks.0.norm1.norm.weight", xs[1]}});
       return std::vector<Tensor>{mg.forward(xs[0], ForwardContext{{1, 2}, {}})};

@@ -2,49 +2,18 @@
 // shapes and counts; forward shapes on both grids; an end-to-end f64 gradcheck w.r.t. the input and
 // a selection of parameters; initialisation; train / eval; the state dict round trip; and the
 // errors for options and inputs it refuses. Numeric parity with torch-harmonics: test_sfno_golden.cpp.
-#include <doctest/doctest.h>
-
-#include <cmath>
-#include <map>
 #include <set>
-#include <string>
-#include <vector>
 
 #include "engine/autograd/engine.h"
-#include "engine/autograd/grad_mode.h"
-#include "engine/autograd/gradcheck.h"
-#include "engine/factory.h"
 #include "engine/storage.h"
-#include "models/layers.h"
 #include "models/sfno.h"
-#include "ops/elementwise.h"
-#include "ops/linalg.h"
-#include "ops/reduce.h"
-#include "ops/view.h"
-#include "tests/tensor_test_util.h"
-#include "tests/test_util.h"
+#include "tests/models/net_test_util.h"
 
 using namespace gs;
 using namespace gs::models;
-using gs_test::contains;
-using gs_test::error_of;
-using gs_test::max_abs_diff;
-using gs_test::values_f64;
+using namespace gs_test;
 
 namespace {
-
-std::map<std::string, Shape> shapes_of(const Module& m) {
-  std::map<std::string, Shape> out;
-  for (const auto& p : m.named_parameters()) out[p.name] = p.tensor.sizes();
-  return out;
-}
-
-
-double max_abs(const Tensor& t) {
-  double m = 0;
-  for (double v : values_f64(t)) m = std::max(m, std::abs(v));
-  return m;
-}
 
 SfnoOptions tiny_options(DType dtype = DType::f64) {
   SfnoOptions o;
@@ -187,32 +156,14 @@ TEST_CASE("SFNO: f64 gradcheck end to end w.r.t. the input and a selection of pa
   o.normalization_layer = "instance_norm", o.bias = true, o.pos_embed = "learnable lat";
   o.inner_skip = "linear", o.residual_prediction = true;
   SFNO m(o);
-  {
-    // Give the parameters that start at constants random values, so every path carries gradient.
-    NoGradGuard ng;
-    StateDict sd = m.state_dict();
-    uint64_t s = 1;
-    for (auto& [name, t] : sd) t = add(t, init_normal(t.sizes(), 0.3, {99, s++}, t.dtype()));
-    m.load_state_dict(sd);
-  }
+  randomize(m, 99, 0.3, /*first_stream=*/1);  // every path carries gradient
   const std::vector<std::string> names = {"encoder.0.weight", "pos_embed.position_embeddings",
                                           "blocks.0.global_conv.weight", "blocks.0.norm.weight",
                                           "blocks.1.inner_skip.bias", "blocks.1.mlp.fwd.0.bias", "decoder.0.weight"};
-  std::vector<Tensor> inputs = {randn({1, 2, 8, 16}, {5, 6}, DType::f64).set_requires_grad()};
-  for (const auto& n : names)
-    for (const auto& p : m.named_parameters())
-      if (p.name == n) inputs.push_back(contiguous_copy(p.tensor.detach(), true).set_requires_grad());
-  REQUIRE(inputs.size() == names.size() + 1);
-  // A fixed projection of the output keeps the analytical Jacobian to a few backward passes.
-  Tensor proj = randn({3, 2 * 8 * 16}, {7, 8}, DType::f64);
-  auto f = [&](const std::vector<Tensor>& xs) {
-    std::map<std::string, Tensor> sub;
-    for (size_t i = 0; i < names.size(); ++i) sub[names[i]] = xs[i + 1];
-    ParameterSubstitution guard(m, sub);
-    Tensor y = m.forward(xs[0]);
-    return std::vector<Tensor>{matmul(proj, reshape(y, {2 * 8 * 16}))};
-  };
-  GradcheckReport r = gradcheck(f, inputs);
+  const Tensor x = randn({1, 2, 8, 16}, {5, 6}, DType::f64).set_requires_grad();
+  const Tensor proj = randn({3, 2 * 8 * 16}, {7, 8}, DType::f64);
+  GradcheckReport r =
+      gradcheck_input_and_parameters(m, names, x, proj, [&](const Tensor& in) { return m.forward(in); });
   CAPTURE(r.failure);
   CHECK(r.ok);
   CHECK(r.max_abs_error < 1e-6);

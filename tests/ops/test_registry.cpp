@@ -5,17 +5,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <map>
-#include <regex>
-#include <sstream>
 #include <cmath>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "ops/ops.h"
+#include "tests/registry_coverage.h"
 
 namespace {
 
@@ -37,21 +34,6 @@ std::string describe(const std::vector<Tensor>& inputs) {
     if (t.requires_grad()) s += " (grad)";
   }
   return s;
-}
-
-// Contiguous copies with the same requires_grad flags (fresh leaves).
-std::vector<Tensor> contiguous_leaves(const std::vector<Tensor>& inputs) {
-  std::vector<Tensor> r;
-  for (const auto& t : inputs) {
-    if (!t.defined()) {
-      r.push_back(t);
-      continue;
-    }
-    Tensor c = gs::contiguous_copy(t, true);
-    if (t.requires_grad()) c.set_requires_grad(true);
-    r.push_back(c);
-  }
-  return r;
 }
 
 std::vector<double> realified(const Tensor& t) {
@@ -81,74 +63,6 @@ bool close(const std::vector<double>& a, const std::vector<double>& b, double to
   return true;
 }
 
-
-// Node names recorded with a literal name in the .cpp files under `dir`: record_op("name", ...),
-// record_op(cond ? "a" : "b", ...) and finish_inplace(self, "name", ...). name -> file.
-std::map<std::string, std::string> node_names_in_sources(const std::string& dir) {
-  std::map<std::string, std::string> out;
-  const std::regex literal(R"re((?:record_op|finish_inplace)\((?:[A-Za-z_]+, )?"([a-z0-9_]+)")re");
-  const std::regex ternary(R"re(record_op\([a-z_]+ \? "([a-z0-9_]+)" : "([a-z0-9_]+)")re");
-  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
-    if (e.path().extension() != ".cpp") continue;
-    std::ifstream in(e.path());
-    std::stringstream text;
-    text << in.rdbuf();
-    const std::string src = text.str(), rel = std::filesystem::relative(e.path(), dir).string();
-    for (std::sregex_iterator m(src.begin(), src.end(), literal), end; m != end; ++m) out.emplace((*m)[1], rel);
-    for (std::sregex_iterator m(src.begin(), src.end(), ternary), end; m != end; ++m) {
-      out.emplace((*m)[1], rel);
-      out.emplace((*m)[2], rel);
-    }
-  }
-  return out;
-}
-
-// Every node of a graph, from its root down to the leaves.
-void walk_graph(const std::shared_ptr<gs::Node>& root, std::set<std::string>& names) {
-  std::vector<std::shared_ptr<gs::Node>> stack{root};
-  std::set<const gs::Node*> seen;
-  while (!stack.empty()) {
-    auto n = stack.back();
-    stack.pop_back();
-    if (!n || !seen.insert(n.get()).second) continue;
-    names.insert(n->name());
-    for (const auto& e : n->next_edges) stack.push_back(e.fn);
-  }
-}
-
-// The ops a sample checks: every node of its forward graph (gradcheck differentiates through all
-// of them), and the node that made each gradient (create_graph), where the backward ops
-// (legendre_analysis_backward, slice_backward, ...) sit, looking through the adds with which the
-// engine sums gradients that meet. An op that only appears deeper inside a backward rule (sign in
-// abs's rule) is exercised there but not checked on its own, so it does not count.
-void collect_reached_nodes(const gs::OpInfo& info, gs::OpSample& sample, std::set<std::string>& names) {
-  gs::GradModeGuard on(true);
-  auto outs = info.fn(sample.inputs);
-  std::vector<Tensor> roots, gos, diff;
-  for (auto& o : outs) {
-    if (!o.defined() || !o.grad_fn()) continue;
-    walk_graph(o.grad_fn(), names);
-    roots.push_back(o);
-    // Output gradients that require grad, as gradgradcheck's: a rule whose result depends on the
-    // output gradient alone (a linear op's) then records its backward op too.
-    gos.push_back(gs::randn(o.sizes(), {5, 5}, o.dtype()).set_requires_grad(info.second_order));
-  }
-  for (auto& x : sample.inputs)
-    if (x.defined() && x.requires_grad()) diff.push_back(x);
-  if (roots.empty() || diff.empty()) return;
-  auto grads = gs::grad(roots, diff, gos, {.create_graph = info.second_order, .allow_unused = true});
-  std::vector<std::shared_ptr<gs::Node>> makers;
-  for (auto& g : grads)
-    if (g.defined() && g.grad_fn()) makers.push_back(g.grad_fn());
-  while (!makers.empty()) {
-    auto n = makers.back();
-    makers.pop_back();
-    names.insert(n->name());
-    if (n->name() == "add")
-      for (const auto& e : n->next_edges)
-        if (e.fn) makers.push_back(e.fn);
-  }
-}
 
 }  // namespace
 
@@ -186,11 +100,12 @@ TEST_CASE("registry: every op node recorded in ops/ is reached by some registry 
   // The registry is the list: every node name that ops/ records (record_op / finish_inplace with a
   // literal name) must be reached by the forward graph or the gradient graph (create_graph) of
   // some registry sample, or the op is never gradchecked.
-  const auto recorded = node_names_in_sources(GS_SOURCE_ROOT "/ops");
+  const auto recorded = gs_test::node_names_in_sources(GS_SOURCE_ROOT "/ops");
   REQUIRE(recorded.size() > 20);  // the scan found the ops (a moved tree would find none)
   std::set<std::string> reached;
   for (const auto& info : gs::OpRegistry::all())
-    for (auto& sample : info.samples(kSampleKey)) collect_reached_nodes(info, sample, reached);
+    for (auto& sample : info.samples(kSampleKey))
+      gs_test::collect_reached_nodes(info.fn, sample.inputs, info.second_order, reached);
   // Ops whose samples need something this machine may not have.
   const std::map<std::string, std::string> needs_more = {
       {"to_device", "a second device (the CUDA backend's registry entries cover it)"}};
@@ -287,7 +202,7 @@ TEST_CASE("registry: ops agree on the samples' own layouts and on contiguous cop
       try {
         gs::GradModeGuard on(true);
         std::vector<Tensor> xa = smp.inputs;
-        std::vector<Tensor> xb = contiguous_leaves(for_copy[s].inputs);
+        std::vector<Tensor> xb = gs::fresh_leaves(for_copy[s].inputs, gs::LeafLayout::contiguous);
         auto ya = info.fn(xa);
         auto yb = info.fn(xb);
         REQUIRE(ya.size() == yb.size());

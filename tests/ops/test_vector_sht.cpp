@@ -1,6 +1,8 @@
 // The vector SHT and the shallow-water spectral helpers (ops/sphere/vector_sht.h): round trips on
 // every grid, closed-form rotations and gradients, vorticity/divergence inversion, Laplacian
-// eigenvalues, first and second derivatives, and error messages.
+// eigenvalues, first and second derivatives, and error messages. gradcheck and gradgradcheck of
+// each transform and helper are the registry walk's (test_registry.cpp), on every grid
+// (ops/sphere/vector_sht.cpp's entries).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -235,50 +237,6 @@ TEST_CASE("vector sht: spectral Laplacian eigenvalues and its inverse") {
   CHECK(rel_error(rvals(lf), rvals(gs::mul(f, -2 / (a * a)))) <= 1e-12);
   // f32 coefficients stay c64.
   CHECK(gs::sphere::spectral_laplacian(gs::cast_copy(c, DType::c64), a).dtype() == DType::c64);
-}
-
-TEST_CASE("vector sht: gradcheck and gradgradcheck of the vector transforms and helpers") {
-  using gs::sphere::make_sht_spec;
-  using V = std::vector<Tensor>;
-  const ShtSpec specs[] = {make_sht_spec(GridKind::equiangular, 7, 8, 4, 3),
-                           make_sht_spec(GridKind::legendre_gauss, 4, 6, 4, 3),
-                           make_sht_spec(GridKind::lobatto, 5, 6, 4, 3)};
-  for (const ShtSpec& s : specs) {
-    CAPTURE(s.str());
-    struct Case {
-      const char* name;
-      Shape shape;
-      DType dtype;
-      gs::DifferentiableFn fn;
-    };
-    const Case cases[] = {
-        {"vector_sht", {2, s.nlat, s.nlon}, DType::f64, [&](const V& x) { return V{gs::sphere::vector_sht(x[0], s)}; }},
-        {"ivector_sht", {2, s.lmax, s.mmax}, DType::c128, [&](const V& x) { return V{gs::sphere::ivector_sht(x[0], s)}; }},
-        {"vector_legendre_analysis", {2, s.nlat, s.mmax}, DType::c128,
-         [&](const V& x) { return V{gs::sphere::vector_legendre_analysis(x[0], s)}; }},
-        {"vector_legendre_synthesis", {2, s.lmax, s.mmax}, DType::c128,
-         [&](const V& x) { return V{gs::sphere::vector_legendre_synthesis(x[0], s)}; }},
-        {"vorticity_divergence", {2, s.nlat, s.nlon}, DType::f64,
-         [&](const V& x) { return V{gs::sphere::vorticity_divergence(x[0], s, 2.0)}; }},
-        {"winds_from_vorticity_divergence", {2, s.lmax, s.mmax}, DType::c128,
-         [&](const V& x) { return V{gs::sphere::winds_from_vorticity_divergence(x[0], s, 2.0)}; }},
-        {"spectral_gradient", {s.lmax, s.mmax}, DType::c128,
-         [&](const V& x) { return V{gs::sphere::spectral_gradient(x[0], s, 2.0)}; }},
-        {"spectral_laplacian", {s.lmax, s.mmax}, DType::c128,
-         [&](const V& x) { return V{gs::sphere::spectral_laplacian(x[0], 2.0)}; }},
-        {"inverse_spectral_laplacian", {s.lmax, s.mmax}, DType::c128,
-         [&](const V& x) { return V{gs::sphere::inverse_spectral_laplacian(x[0], 2.0)}; }},
-    };
-    uint64_t stream = 1;
-    for (const Case& c : cases) {
-      CAPTURE(c.name);
-      const Tensor x = gs::sample_leaf(c.shape, {41, stream++}, c.dtype);
-      const gs::GradcheckReport first = gs::gradcheck(c.fn, {x});
-      CHECK_MESSAGE(first.ok, first.failure);
-      const gs::GradcheckReport second = gs::gradgradcheck(c.fn, {x});
-      CHECK_MESSAGE(second.ok, second.failure);
-    }
-  }
 }
 
 TEST_CASE("vector sht: table size; batched results equal per-field ones") {
