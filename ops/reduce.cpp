@@ -191,29 +191,36 @@ std::vector<OpSample> reduce_samples(RandomKey k) {
           {"0-dim", {sample_leaf({}, sub_key(k, 3))}}};
 }
 
-// All dims, the last dim, and the first dim kept.
+// All dims, the last dim, and the first dim kept; with 3 or more dims also two dims at once and
+// the middle dim, dropped and kept.
 template <typename Reduce>
-V three_reductions(const Tensor& x, Reduce r) {
+V sampled_reductions(const Tensor& x, Reduce r) {
   if (x.dim() == 0) return V{r(x, std::vector<int64_t>{}, false), r(x, std::vector<int64_t>{-1}, true)};
-  return V{r(x, std::vector<int64_t>{}, false), r(x, std::vector<int64_t>{-1}, false),
-           r(x, std::vector<int64_t>{0}, true)};
+  V out{r(x, std::vector<int64_t>{}, false), r(x, std::vector<int64_t>{-1}, false),
+        r(x, std::vector<int64_t>{0}, true)};
+  if (x.dim() >= 3) {
+    out.push_back(r(x, std::vector<int64_t>{0, -1}, false));
+    out.push_back(r(x, std::vector<int64_t>{1}, false));
+    out.push_back(r(x, std::vector<int64_t>{1}, true));
+  }
+  return out;
 }
 
 const OpRegistrar registrar{
     {"max", reduce_samples,
-     [](const V& x) { return three_reductions(x[0], [](auto& t, auto d, bool kd) { return max(t, d, kd); }); }},
+     [](const V& x) { return sampled_reductions(x[0], [](auto& t, auto d, bool kd) { return max(t, d, kd); }); }},
     {"min", reduce_samples,
-     [](const V& x) { return three_reductions(x[0], [](auto& t, auto d, bool kd) { return min(t, d, kd); }); }},
+     [](const V& x) { return sampled_reductions(x[0], [](auto& t, auto d, bool kd) { return min(t, d, kd); }); }},
     {"logsumexp", reduce_samples,
      [](const V& x) {
-       return three_reductions(x[0], [](auto& t, auto d, bool kd) { return logsumexp(t, d, kd); });
+       return sampled_reductions(x[0], [](auto& t, auto d, bool kd) { return logsumexp(t, d, kd); });
      }},
     {"var",
      [](RandomKey k) {
        return std::vector<OpSample>{{"odd 3-d", {sample_leaf({3, 4, 5}, sub_key(k, 4))}},
                                     {"non-contiguous", {sample_leaf_transposed({5, 3}, sub_key(k, 5))}}};
      },
-     [](const V& x) { return V{var(x[0]), var(x[0], {-1}), var(x[0], {0}, 0, true)}; }},
+     [](const V& x) { return V{var(x[0]), var(x[0], {-1}), var(x[0], {0}, 0, true), var(x[0], {}, 0, true)}; }},
 };
 }  // namespace
 

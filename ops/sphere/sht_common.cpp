@@ -29,7 +29,7 @@ namespace {
 const ShtSpec kSampleSpecs[] = {
     {GridKind::legendre_gauss, 4, 6, 4, 3, Normalization::ortho, true},
     {GridKind::equiangular, 7, 8, 4, 4, Normalization::ortho, true},
-    {GridKind::lobatto, 6, 8, 5, 4, Normalization::ortho, true},
+    {GridKind::lobatto, 6, 6, 5, 4, Normalization::ortho, true},  // mmax = nlon/2 + 1: the Nyquist order
 };
 }  // namespace
 

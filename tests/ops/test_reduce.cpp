@@ -243,34 +243,6 @@ TEST_CASE("var: keeps its precision when the mean dwarfs the spread; corrections
   CHECK(gs::var(gs::scalar_tensor(3.0, DType::f64), {}, 0).item<double>() == 0.0);
 }
 
-// The registry walk (test_registry.cpp) gradchecks these ops, first and second order, over all
-// dims, the last dim and the first dim kept (ops/reduce.cpp); the reductions it does not sample
-// (two dims at once, the middle dim, all dims kept) are checked here.
-TEST_CASE("max/min/var/logsumexp: gradcheck and gradgradcheck in f64") {
-  struct Case {
-    const char* name;
-    std::function<Tensor(const Tensor&)> f;
-  };
-  const std::vector<Case> cases = {
-      {"max dims", [](const Tensor& t) { return gs::max(t, {0, -1}); }},
-      {"min keepdim", [](const Tensor& t) { return gs::min(t, {1}, true); }},
-      {"var all keepdim", [](const Tensor& t) { return gs::var(t, {}, 0, true); }},
-      {"logsumexp", [](const Tensor& t) { return gs::logsumexp(t, {1}); }},
-  };
-  for (const auto& c : cases) {
-    CAPTURE(c.name);
-    for (const Tensor& base : {randn({2, 3, 4}, 10), randn({3, 3, 2}, 11)}) {
-      Tensor x = gs::contiguous_copy(base, true);
-      x.set_requires_grad(true);
-      gs::DifferentiableFn fn = [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{c.f(in[0])}; };
-      auto first = gs::gradcheck(fn, {x});
-      CHECK_MESSAGE(first.ok, first.failure);
-      auto second = gs::gradgradcheck(fn, {x});
-      CHECK_MESSAGE(second.ok, second.failure);
-    }
-  }
-}
-
 TEST_CASE("max/min/var/logsumexp: errors say what was expected and what was received") {
   Tensor c = gs::zeros({2, 3}, DType::c128);
   CHECK_THROWS_WITH_AS(gs::max(c), doctest::Contains("max: expected an f32 or f64 tensor, got c128 (2, 3)"), gs::Error);

@@ -276,33 +276,6 @@ TEST_CASE("sht: results do not depend on the batch layout or the thread split") 
   }
 }
 
-// The registry walk (test_registry.cpp) gradchecks sht, isht and the Legendre contractions, first
-// and second order, on every grid (f64 fields, c128 coefficients: ops/sphere/sht_common.cpp). Its
-// specs keep mmax below nlon/2 + 1, so the transforms through the Nyquist order are checked here.
-TEST_CASE("sht: gradcheck and gradgradcheck of sht and isht through the Nyquist order (mmax = nlon/2 + 1)") {
-  using V = std::vector<Tensor>;
-  const ShtSpec s = gs::sphere::make_sht_spec(GridKind::lobatto, 6, 6, 5, 4);
-  struct Case {
-    const char* name;
-    Shape shape;
-    DType dtype;
-    gs::DifferentiableFn fn;
-  };
-  const Case cases[] = {
-      {"sht", {2, s.nlat, s.nlon}, DType::f64, [&](const V& x) { return V{gs::sphere::sht(x[0], s)}; }},
-      {"isht", {2, s.lmax, s.mmax}, DType::c128, [&](const V& x) { return V{gs::sphere::isht(x[0], s)}; }},
-  };
-  uint64_t stream = 1;
-  for (const Case& c : cases) {
-    CAPTURE(c.name);
-    const Tensor x = gs::sample_leaf(c.shape, {31, stream++}, c.dtype);
-    const gs::GradcheckReport first = gs::gradcheck(c.fn, {x});
-    CHECK_MESSAGE(first.ok, first.failure);
-    const gs::GradcheckReport second = gs::gradgradcheck(c.fn, {x});
-    CHECK_MESSAGE(second.ok, second.failure);
-  }
-}
-
 TEST_CASE("sht: backward records the adjoint contraction, and isht's backward is the weighted analysis") {
   const ShtSpec s = gs::sphere::make_sht_spec(GridKind::legendre_gauss, 8, 16);
   Tensor X = gs::sample_leaf({s.nlat, s.mmax}, {41, 1}, DType::c128);
