@@ -138,10 +138,7 @@ Tensor resample(const Tensor& x, const ShtSpec& from, const ShtSpec& to) {
 }
 
 size_t sht_table_bytes(const ShtSpec& spec, DType dtype, bool analysis, int64_t m_begin, int64_t m_count) {
-  GS_CHECK(is_floating(dtype), "sht_table_bytes: expected f32 or f64, got {}", dtype_name(dtype));
-  if (m_count == 0) return 0;
-  const auto kind = analysis ? LegendreTableKind::analysis : LegendreTableKind::synthesis;
-  return legendre::table_bytes({table_key(spec, kind, dtype, m_begin, m_count), legendre::Components::scalar});
+  return detail::table_bytes(spec, dtype, analysis, m_begin, m_count, false, "sht_table_bytes");
 }
 
 namespace {

@@ -3,6 +3,7 @@
 
 #include "engine/error.h"
 #include "ops/sphere/grids.h"
+#include "ops/sphere/legendre/contraction.h"
 
 namespace gs::sphere::detail {
 
@@ -59,6 +60,15 @@ std::vector<OpSample> sht_samples(RandomKey k, DType dtype, bool vector, const S
     else out.push_back({std::string(grid_name(s.grid)), {sample_leaf(sizes, key, dtype)}});
   }
   return out;
+}
+
+size_t table_bytes(const ShtSpec& spec, DType dtype, bool analysis, int64_t m_begin, int64_t m_count, bool vector,
+                   const char* op) {
+  GS_CHECK(is_floating(dtype), "{}: expected f32 or f64, got {}", op, dtype_name(dtype));
+  if (m_count == 0) return 0;
+  const auto kind = analysis ? LegendreTableKind::analysis : LegendreTableKind::synthesis;
+  return legendre::table_bytes(
+      {table_key(spec, kind, dtype, m_begin, m_count), vector ? legendre::Components::vector : legendre::Components::scalar});
 }
 
 }  // namespace gs::sphere::detail

@@ -23,6 +23,11 @@ inline LegendreTableKey table_key(const ShtSpec& spec, LegendreTableKind kind, D
       .canonical();
 }
 
+// The bytes of the table(s) of one direction (a slice of the orders when m_count >= 0; 0 for an
+// empty slice): sht_table_bytes and vector_sht_table_bytes. `op` names the caller in errors.
+size_t table_bytes(const ShtSpec& spec, DType dtype, bool analysis, int64_t m_begin, int64_t m_count, bool vector,
+                   const char* op);
+
 // Throws unless orders [m_begin, m_begin + m_count) lie within the spec's 0 .. mmax - 1 (m_count may be 0).
 void check_order_block(const ShtSpec& spec, int64_t m_begin, int64_t m_count, const char* op);
 

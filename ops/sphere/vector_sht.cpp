@@ -156,10 +156,7 @@ Tensor spectral_gradient(const Tensor& c, const ShtSpec& spec, double radius) {
 }
 
 size_t vector_sht_table_bytes(const ShtSpec& spec, DType dtype, bool analysis, int64_t m_begin, int64_t m_count) {
-  GS_CHECK(is_floating(dtype), "vector_sht_table_bytes: expected f32 or f64, got {}", dtype_name(dtype));
-  if (m_count == 0) return 0;
-  const auto kind = analysis ? LegendreTableKind::analysis : LegendreTableKind::synthesis;
-  return legendre::table_bytes({table_key(spec, kind, dtype, m_begin, m_count), legendre::Components::vector});
+  return detail::table_bytes(spec, dtype, analysis, m_begin, m_count, true, "vector_sht_table_bytes");
 }
 
 namespace {
