@@ -13,7 +13,6 @@
 #include <numeric>
 
 #include "models/atomic_file.h"
-#include "models/checkpoint.h"
 
 namespace gs::models {
 
