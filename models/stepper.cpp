@@ -10,7 +10,9 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/error.h"
 #include "engine/factory.h"
+#include "ops/compare.h"
 #include "ops/elementwise.h"
+#include "ops/shape_ops.h"
 #include "ops/sphere/sfno_blocks.h"
 #include "ops/view.h"
 
@@ -70,6 +72,45 @@ Stepper::Stepper(std::shared_ptr<Model> model, std::shared_ptr<Optimizer> optimi
            "Stepper: expected clip_grad_norm >= 0 (0: no clipping), got {}", o_.clip_grad_norm);
   for (double w : o_.step_weights)
     GS_CHECK(std::isfinite(w) && w >= 0, "Stepper: step weights must be finite and >= 0, got {}", w);
+  for (double w : o_.loss_scale)
+    GS_CHECK(std::isfinite(w) && w >= 0, "Stepper: loss scales must be finite and >= 0, got {}", w);
+  GS_CHECK(o_.layout.total() == 0 || o_.layout.model_outputs() > 0,
+           "Stepper: expected at least one prognostic or diagnostic channel, got only {} forcing channel(s)",
+           o_.layout.forcing);
+  GS_CHECK(o_.loss_scale.empty() || o_.layout.total() == 0 ||
+               static_cast<int64_t>(o_.loss_scale.size()) == o_.layout.model_outputs(),
+           "Stepper: expected one loss scale per output channel ({} prognostic + {} diagnostic), got {}",
+           o_.layout.prognostic, o_.layout.diagnostic, o_.loss_scale.size());
+}
+
+ChannelLayout Stepper::layout(int64_t channels) const {
+  if (o_.layout.total() == 0) return ChannelLayout::all_prognostic(channels);
+  GS_CHECK(o_.layout.total() == channels,
+           "Stepper: the data has {} channels but the stepper's layout has {} ({} prognostic, {} forcing, {} "
+           "diagnostic)",
+           channels, o_.layout.total(), o_.layout.prognostic, o_.layout.forcing, o_.layout.diagnostic);
+  return o_.layout;
+}
+
+Tensor Stepper::model_input(const Tensor& state, const Tensor& data, const ChannelLayout& l) const {
+  if (l.forcing == 0) return state;
+  return cat({state, narrow(data, 1, l.prognostic, l.forcing)}, 1);
+}
+
+Tensor output_channels(const Tensor& data, const ChannelLayout& l) {
+  const int64_t dim = data.dim() - 3;  // (..., C, H, W)
+  if (l.forcing == 0) return l.diagnostic == 0 ? data : narrow(data, dim, 0, l.model_outputs());
+  if (l.diagnostic == 0) return narrow(data, dim, 0, l.prognostic);
+  return cat({narrow(data, dim, 0, l.prognostic), narrow(data, dim, l.model_inputs(), l.diagnostic)}, dim);
+}
+
+StepLossSpec Stepper::loss_spec(DType dtype, Device device) const {
+  StepLossSpec spec{area_weights_, grid_.spatially_split() ? model_->grid_shape()[1] : 0, {}};
+  if (!o_.loss_scale.empty()) {
+    spec.scale = cast_copy(from_vector(o_.loss_scale), dtype);
+    if (!device.is_cpu()) spec.scale = to(spec.scale, device);
+  }
+  return spec;
 }
 
 void Stepper::check_batch(const Batch& b) const {
@@ -133,28 +174,36 @@ void Stepper::before_backward(bool last) const {
 }
 
 void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_t mb, int64_t first_sample, bool last_mb,
-                              double share, TrainResult& r) {
+                              double share, const std::vector<Tensor>& masks, double global_batch, TrainResult& r) {
   const int64_t n = targets.size(1);
   const Tensor& aw = area_weights(input.dtype(), input.device());
-  Tensor x = input;           // (b, C, H, W)
-  Tensor objective;           // the weighted losses still to backpropagate (0-dim)
+  const ChannelLayout l = layout(input.size(1));
+  const bool masked = !masks.empty();
+  const StepLossSpec spec = loss_spec(input.dtype(), input.device());
+  const Tensor data0 = masked ? fill_missing(input) : input;  // (b, C, H, W)
+  Tensor state = l.model_outputs() == l.total() ? data0 : narrow(data0, 1, 0, l.prognostic);  // fed back
+  Tensor objective;  // the weighted losses still to backpropagate (0-dim)
   for (int64_t k = 0; k < n; ++k) {
     const bool optimised = o_.optimize_last_step_only ? k == n - 1 : true;
+    const Tensor target = output_channels(select(targets, 1, k), l);  // (b, P + D, H, W) at t_{k+1}
     Tensor pred, loss;
     {
       GradModeGuard grad_mode(optimised);
       ForwardContext ctx;
       ctx.noise_key = stepper_noise_key(o_.seed, global_step_, k);
       ctx.first_sample = first_sample;
-      pred = model_->forward(x, ctx);  // (b, C, H, W)
-      GS_CHECK(pred.defined() && pred.sizes() == x.sizes() && pred.dtype() == x.dtype(),
-               "Stepper: the model must map its input {} to a prediction of the same shape and dtype (fed back as "
-               "the next input), got {}",
-               x.meta_str(), pred.meta_str());
+      // The forcing at the step's input time t_k: the batch input's, then the targets' before.
+      const Tensor x = model_input(state, k == 0 ? data0 : fill_missing(select(targets, 1, k - 1)), l);
+      pred = model_->forward(x, ctx);  // (b, P + D, H, W)
+      GS_CHECK(pred.defined() && pred.dim() == 4 && pred.size(0) == x.size(0) && pred.size(1) == l.model_outputs() &&
+                   pred.size(2) == x.size(2) && pred.size(3) == x.size(3) && pred.dtype() == x.dtype(),
+               "Stepper: the model must map its input {} ({} prognostic + {} forcing channels) to a prediction of {} "
+               "channels ({} prognostic + {} diagnostic) on the same grid and dtype, got {}",
+               x.meta_str(), l.prognostic, l.forcing, l.model_outputs(), l.prognostic, l.diagnostic, pred.meta_str());
+      StepMask mask;
+      if (masked) mask = {masks[static_cast<size_t>(k)], global_batch / static_cast<double>(input.size(0))};
       // On a split sphere the loss is the whole sphere's, replicated over the spatial group.
-      loss = grid_.spatially_split()
-                 ? dist::area_weighted_mse(pred, select(targets, 1, k), area_weights_, model_->grid_shape()[1], grid_)
-                 : sphere::area_weighted_mse(pred, select(targets, 1, k), aw);
+      loss = step_loss(pred, target, spec, aw, grid_, masked ? &mask : nullptr);
     }
     const double value = loss.item<double>();
     r.step_losses[k] += share * value;
@@ -180,12 +229,32 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
         objective = objective.defined() ? add(objective, term) : term;
       }
     }
-    x = pred;
+    // Only the prognostic part goes on; where the data at its time is missing it reads 0, as the input did.
+    state = l.diagnostic == 0 ? pred : narrow(pred, 1, 0, l.prognostic);
+    if (masked) state = where(present(narrow(target, 1, 0, l.prognostic)), state, zeros({}, state.dtype(), state.device()));
   }
   if (objective.defined()) {
     before_backward(last_mb);
     objective.backward();
   }
+}
+
+std::vector<Tensor> Stepper::mask_weights(const Batch& batch) {
+  if (!any_rank(has_missing(batch.input) || has_missing(batch.targets))) return {};
+  NoGradGuard no_grad;
+  const ChannelLayout l = layout(batch.input.size(1));
+  const StepLossSpec spec = loss_spec(batch.input.dtype(), batch.input.device());
+  const Tensor& aw = area_weights(batch.input.dtype(), batch.input.device());
+  std::vector<Tensor> out;
+  for (int64_t k = 0; k < batch.targets.size(1); ++k) {
+    Tensor w = to(local_mask_weights(output_channels(select(batch.targets, 1, k), l), spec, aw, grid_), DType::f64);
+    if (reducer_ && grid_.data_size() > 1) {
+      w = contiguous_copy(w);
+      grid_.comm(dist::Group::data)->all_reduce(w, dist::ReduceOp::sum);
+    }
+    out.push_back(w);
+  }
+  return out;
 }
 
 TrainResult Stepper::compute_gradients(const Batch& batch) {
@@ -209,13 +278,15 @@ TrainResult Stepper::compute_gradients(const Batch& batch) {
   r.step = global_step_;
   r.step_losses.assign(n, 0.0);
   r.lr = schedule_ ? schedule_->lr() : optimizer_->lr();
+  const std::vector<Tensor> masks = mask_weights(batch);
   // Uneven split as the process grid's: the first B % k micro-batches get one more sample.
   int64_t start = 0;
   for (int64_t mb = 0; mb < k && r.applied; ++mb) {
     const int64_t len = B / k + (mb < B % k ? 1 : 0);
     // Shares are equal (checked above), so this replica's samples start at data_rank * B.
     run_micro_batch(narrow(batch.input, 0, start, len), narrow(batch.targets, 0, start, len), mb,
-                    grid_.data_rank() * B + start, mb == k - 1, static_cast<double>(len) / static_cast<double>(B), r);
+                    grid_.data_rank() * B + start, mb == k - 1, static_cast<double>(len) / static_cast<double>(B),
+                    masks, static_cast<double>(B * grid_.data_size()), r);
     start += len;
   }
   if (r.applied && reducer_ && grid_.data_size() > 1) {
@@ -264,24 +335,54 @@ TrainResult Stepper::train_on_batch(const Batch& batch) {
   return r;
 }
 
-Tensor Stepper::predict(const Tensor& input, int64_t n_steps, uint64_t rollout_id, int64_t first_sample) {
+Tensor Stepper::forecast_step(const Tensor& prognostic, const Tensor& forcing, int64_t step, uint64_t rollout_id,
+                              int64_t first_sample) {
+  GS_CHECK(prognostic.defined() && prognostic.dim() == 4, "Stepper::forecast_step: expected a state (B, P, H, W), got {}",
+           prognostic.meta_str());
+  GS_CHECK(!forcing.defined() || (forcing.dim() == 4 && forcing.size(0) == prognostic.size(0)),
+           "Stepper::forecast_step: expected the forcing (B, F, H, W) of the state's B = {} samples, got {}",
+           prognostic.size(0), forcing.meta_str());
+  InferenceModeGuard inference;
+  ForwardContext ctx;
+  ctx.noise_key = stepper_predict_key(o_.seed, rollout_id, step);
+  ctx.first_sample = first_sample >= 0 ? first_sample : grid_.data_rank() * prognostic.size(0);
+  const Tensor x = forcing.defined() ? cat({fill_missing(prognostic), fill_missing(forcing)}, 1) : fill_missing(prognostic);
+  return model_->forward(x, ctx);
+}
+
+Tensor Stepper::predict(const Tensor& input, int64_t n_steps, uint64_t rollout_id, int64_t first_sample,
+                        const Tensor& later) {
   GS_CHECK(input.defined() && input.dim() == 4, "Stepper::predict: expected input (B, C, H, W), got {}",
            input.meta_str());
   GS_CHECK(n_steps >= 1, "Stepper::predict: expected n_steps >= 1, got {}", n_steps);
+  const ChannelLayout l = layout(input.size(1));
+  GS_CHECK(l.forcing == 0 || n_steps == 1 ||
+               (later.defined() && later.dim() == 5 && later.size(0) == input.size(0) && later.size(1) >= n_steps - 1 &&
+                later.size(2) == input.size(1)),
+           "Stepper::predict: {} forcing channel(s) need the data after the input, (B, >= {}, C, H, W) = ({}, >= {}, {}, "
+           "...), to read the forcing of every step; got {}",
+           l.forcing, n_steps - 1, input.size(0), n_steps - 1, input.size(1), later.defined() ? later.meta_str() : "none");
   InferenceModeGuard inference;
   const Shape& s = input.sizes();
-  Tensor out = empty({s[0], n_steps, s[1], s[2], s[3]}, input.dtype(), input.device());  // (B, n, C, H, W)
-  Tensor x = input;
+  Tensor out = empty({s[0], n_steps, l.model_outputs(), s[2], s[3]}, input.dtype(), input.device());
+  Tensor state = narrow(input, 1, 0, l.prognostic);
   for (int64_t k = 0; k < n_steps; ++k) {
-    ForwardContext ctx;
-    ctx.noise_key = stepper_predict_key(o_.seed, rollout_id, k);
-    ctx.first_sample = first_sample >= 0 ? first_sample : grid_.data_rank() * s[0];
-    Tensor pred = model_->forward(x, ctx);
-    GS_CHECK(pred.defined() && pred.sizes() == x.sizes() && pred.dtype() == x.dtype(),
-             "Stepper::predict: the model must map its input {} to a prediction of the same shape and dtype, got {}",
-             x.meta_str(), pred.meta_str());
+    // The forcing of the data at the step's input time.
+    const Tensor forcing =
+        l.forcing > 0 ? narrow(k == 0 ? input : select(later, 1, k - 1), 1, l.prognostic, l.forcing) : Tensor();
+    Tensor pred = forecast_step(state, forcing, k, rollout_id, first_sample);
+    GS_CHECK(pred.defined() && pred.dim() == 4 && pred.size(0) == s[0] && pred.size(1) == l.model_outputs() &&
+                 pred.size(2) == s[2] && pred.size(3) == s[3] && pred.dtype() == input.dtype(),
+             "Stepper::predict: the model must map ({} prognostic + {} forcing channels) to ({} prognostic + {} "
+             "diagnostic) on the input's grid and dtype {}, got {}",
+             l.prognostic, l.forcing, l.prognostic, l.diagnostic, input.meta_str(), pred.meta_str());
     copy_values(select(out, 1, k), pred);
-    x = pred;
+    state = l.diagnostic == 0 ? pred : narrow(pred, 1, 0, l.prognostic);
+    // Where the data at the state's time is missing, the state reads 0 (the mean), as in training.
+    if (later.defined() && k < later.size(1)) {
+      const Tensor truth = narrow(select(later, 1, k), 1, 0, l.prognostic);
+      state = where(present(truth), state, zeros({}, state.dtype(), state.device()));
+    }
   }
   return out;
 }

@@ -4,6 +4,14 @@
 // optimizer (after optional clipping) and the learning-rate schedule. predict() is the same rollout
 // without a tape.
 //
+// Variable roles (models/data/variables.h; StepperOptions::layout): the data's channels are
+// prognostic | forcing | diagnostic. Step k feeds the model the prognostic state and the forcing of
+// the step's input time t_k read from the data (ACE's convention: for k = 0 the batch input's, then
+// targets[k - 1]'s); the model predicts the prognostic and diagnostic channels at t_{k+1}, both are
+// scored against targets[k], and only the prognostic part is fed back. Missing values in the data
+// (NaN after normalisation) are read by the model as 0 (the mean) and left out of the loss
+// (step_loss.h); a fed-back prognostic value where the data at its time is missing is set to 0 too.
+//
 // optimize_last_step_only follows ACE (fme/ace/stepper, TrainStepper._accumulate_loss): the steps
 // before the last run under no_grad, so the last step's input is a constant and only the last
 // step's loss is backpropagated; the earlier losses are still reported.
@@ -20,6 +28,8 @@
 #include "engine/random.h"
 #include "engine/tensor.h"
 #include "models/data/dataset.h"
+#include "models/data/variables.h"
+#include "models/step_loss.h"
 #include "models/lr_schedule.h"
 #include "models/module.h"
 #include "models/optim.h"
@@ -35,6 +45,11 @@ struct StepperOptions {
   int64_t micro_batches = 1;
   double clip_grad_norm = 0;            // > 0: clip the global gradient norm to this
   uint64_t seed = 0;                    // noise keys (stepper_noise_key)
+  // The data's channel roles; total() == 0: every channel prognostic (in == out).
+  ChannelLayout layout{};
+  // Per output channel (prognostic, then diagnostic): the factor the normalised prediction and
+  // target are multiplied by before the squared error (step_loss.h); empty: 1 for every channel.
+  std::vector<double> loss_scale;
   // A non-finite loss or gradient norm never reaches the parameters. true: throw gs::Error naming
   // the step; false: return a TrainResult with applied == false and the reason.
   bool throw_on_nonfinite = true;
@@ -59,6 +74,10 @@ RandomKey stepper_noise_key(uint64_t seed, int64_t global_step, int64_t rollout_
 // The key predict() uses for step k of rollout `rollout_id`: never equal to a training key.
 RandomKey stepper_predict_key(uint64_t seed, uint64_t rollout_id, int64_t rollout_step);
 
+// The predicted channels (output_channel_indices) of data (..., C, H, W): what the model's output is
+// scored against.
+Tensor output_channels(const Tensor& data, const ChannelLayout& l);
+
 class Stepper {
  public:
   // area_weights: (H) non-negative quadrature / cos-lat weights of the grid (normalised inside the
@@ -73,10 +92,22 @@ class Stepper {
   // when the loss or the norm is non-finite (never throws for that).
   TrainResult compute_gradients(const Batch& batch);
 
-  // Rollout of n_steps without a tape (inference mode): (B, C, H, W) -> (B, n_steps, C, H, W),
-  // every step. Keys: stepper_predict_key(seed, rollout_id, k), noise from global sample
-  // first_sample (-1: data_rank * B, for replicas that predict equal shares of a global batch).
-  Tensor predict(const Tensor& input, int64_t n_steps, uint64_t rollout_id = 0, int64_t first_sample = -1);
+  // Rollout of n_steps without a tape (inference mode): input (B, C, H, W), the data's channels at
+  // the first time -> (B, n_steps, P + D, H, W), every step's prognostic and diagnostic channels.
+  // `later` (B, >= n_steps - 1, C, H, W), the data at the times after the input, gives the forcing
+  // of steps 1 .. n_steps - 1 (and masks the fed-back state where it has missing values); it may be
+  // undefined when the data has no forcing channel. Keys: stepper_predict_key(seed, rollout_id, k),
+  // noise from global sample first_sample (-1: data_rank * B, for replicas that predict equal
+  // shares of a global batch).
+  Tensor predict(const Tensor& input, int64_t n_steps, uint64_t rollout_id = 0, int64_t first_sample = -1,
+                 const Tensor& later = {});
+  // One forecast step in inference mode: the model's prediction (B, P + D, H, W) from the
+  // prognostic state (B, P, H, W) and the forcing at its time (B, F, H, W; undefined when F = 0),
+  // with predict()'s keys for rollout step `step`. Missing values of the inputs are read as 0.
+  Tensor forecast_step(const Tensor& prognostic, const Tensor& forcing, int64_t step, uint64_t rollout_id,
+                       int64_t first_sample);
+  // The channel layout for data of `channels` channels (the options' layout, checked against it).
+  ChannelLayout layout(int64_t channels) const;
 
   int64_t global_step() const { return global_step_; }
   // "stepper.global_step", "optimizer.<key>" and "schedule.<key>": everything but the model's
@@ -106,8 +137,16 @@ class Stepper {
   void check_batch(const Batch& batch) const;
   const Tensor& area_weights(DType dtype, Device device);
   // Rolls micro-batch `mb` (B_mb samples) forward, backpropagates its share, adds its losses.
+  // `masks`: per rollout step the global batch's mask weights (empty: no missing values).
   void run_micro_batch(const Tensor& input, const Tensor& targets, int64_t mb, int64_t first_sample, bool last_mb,
-                       double share, TrainResult& r);
+                       double share, const std::vector<Tensor>& masks, double global_batch, TrainResult& r);
+  // The model's input at rollout step k from the prognostic state and the data (step_input and
+  // targets as in the batch), and the output channels of a state of the data.
+  Tensor model_input(const Tensor& state, const Tensor& data_at_input_time, const ChannelLayout& l) const;
+  StepLossSpec loss_spec(DType dtype, Device device) const;
+  // When the batch has missing values on any rank (every rank takes the same decision): per rollout
+  // step, the global batch's mask weights (step_loss.h), summed over the data replicas; else empty.
+  std::vector<Tensor> mask_weights(const Batch& batch);
   // Whether any rank of the job saw a non-finite value (every rank takes the same decision).
   bool any_rank(bool bad) const;
   void before_backward(bool last) const;

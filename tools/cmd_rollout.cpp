@@ -1,8 +1,10 @@
 // `[mpiexec -n N] gradsphere rollout CHECKPOINT [--steps N] [--samples K] [--out DIR] [--grid DxHxW] [--device cuda]`:
 // inference from a training checkpoint (a CPU or a GPU run's; it loads onto --device). The
-// checkpoint carries the configuration and the normalisation, so nothing else is needed: the model is rebuilt, the validation data regenerated (or read), and K forecasts of N
-// steps from the first state of the first K validation trajectories are written as NetCDF (CF
-// coordinates; truth beside them where the data reaches) and PNG maps.
+// checkpoint carries the configuration and the normalisation, so nothing else is needed: the model
+// is rebuilt, the validation data regenerated (or read), and K forecasts of N steps from the first
+// state of the first K validation trajectories (forced by the data, as in validation) are written
+// as NetCDF (CF coordinates; truth beside them where the data reaches) and PNG maps.
+// With --data FILES: forced inference over long runs, streamed (forced_rollout.h).
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -19,6 +21,7 @@
 #include "models/data/netcdf_io.h"
 #include "ops/ops.h"
 #include "tools/commands.h"
+#include "tools/forced_rollout.h"
 #include "tools/run_outputs.h"
 #include "tools/train_run.h"
 #include "tools/validation.h"
@@ -35,14 +38,17 @@ struct RolloutArgs {
   int64_t samples = 1;
   std::string grid;  // "DxHxW" under a launcher; empty: the configuration's distributed.grid
   std::string device = "cpu";  // cpu, cuda or cuda:N (one process)
+  std::vector<std::string> data;  // --data: forced inference from these files
+  int64_t start = 0, trajectory = 0;
 };
 
 // (K, n, C, H, W) physical forecasts with their (K, C, H, W) initial states as K trajectories of
 // n + 1 states, in `like`'s grid and variables.
 models::TrajectoryData as_trajectories(const models::TrajectoryInfo& like, const Tensor& initial,
                                        const Tensor& forecast) {
-  models::TrajectoryData d{.variables = like.variables, .units = like.units, .grid = like.grid, .nlat = like.nlat,
-                           .nlon = like.nlon, .dt_hours = like.dt_hours, .trajectories = {}};
+  models::TrajectoryData d{.variables = like.variables, .units = like.units, .roles = like.roles, .levels = like.levels,
+                           .grid = like.grid, .nlat = like.nlat, .nlon = like.nlon, .dt_hours = like.dt_hours,
+                           .trajectories = {}};
   for (int64_t k = 0; k < initial.size(0); ++k)
     d.trajectories.push_back(contiguous(cat({unsqueeze(select(initial, 0, k), 0), select(forecast, 0, k)}, 0)));
   return d;
@@ -55,6 +61,14 @@ Tensor whole_sphere(const Tensor& tile, const dist::ProcessGrid& grid) {
 }
 
 int run_rollout(const RolloutArgs& args) {
+  if (!args.data.empty()) {
+    GS_CHECK(args.device == "cpu", "rollout --data: runs on the CPU (one process or under mpiexec); got --device {}",
+             args.device);
+    GS_CHECK(args.steps > 0, "rollout --data: expected --steps N (the length of the forced run)");
+    return run_forced_rollout({.checkpoint = args.checkpoint, .data = args.data, .steps = args.steps,
+                               .start = args.start, .trajectory = args.trajectory, .out = args.out, .grid = args.grid});
+  }
+  GS_CHECK(args.start == 0 && args.trajectory == 0, "rollout: --start and --trajectory go with --data");
   const Device device = parse_device(args.device);
   if (!device.is_cpu()) cuda::require_device(device, "rollout --device");  // says why when there is no GPU
   const models::Checkpoint ck = models::load_checkpoint(args.checkpoint);
@@ -83,7 +97,9 @@ int run_rollout(const RolloutArgs& args) {
   model->eval();
   if (!device.is_cpu()) model->to(device);
   const auto area_weights = sphere::area_weights_coslat(val.grid, val.nlat);
-  models::Stepper stepper(model, build_optimizer(cfg, *model), area_weights, cfg.training.stepper);
+  models::StepperOptions so = cfg.training.stepper;
+  so.layout = val.layout();
+  models::Stepper stepper(model, build_optimizer(cfg, *model), area_weights, so);
   if (!grid.is_single_process()) stepper.set_distributed(grid);
 
   const int64_t n = args.steps > 0 ? args.steps : cfg.validation.lead_steps;
@@ -91,6 +107,11 @@ int run_rollout(const RolloutArgs& args) {
   int64_t shortest = val.states.front();
   for (int64_t k = 0; k < K; ++k) shortest = std::min(shortest, val.states[k]);
   const int64_t truth_steps = std::min(n, shortest - 1);
+  const models::ChannelLayout l = val.layout();
+  GS_CHECK(l.forcing == 0 || truth_steps >= n - 1,
+           "rollout: {} forcing channel(s) are read from the data at every step, so {} steps need validation "
+           "trajectories of at least {} states; the shortest has {}",
+           l.forcing, n, n, shortest);
 
   // This rank's tile of the initial states (K, C, h, w) and of the truth after them
   // (K, truth_steps, C, h, w), normalised.
@@ -112,7 +133,7 @@ int run_rollout(const RolloutArgs& args) {
     forecast = scores->prediction;
   } else {
     InferenceModeGuard inference;
-    forecast = stepper.predict(input, n, /*rollout_id=*/0, /*first_sample=*/0);
+    forecast = stepper.predict(input, n, /*rollout_id=*/0, /*first_sample=*/0, truth);
   }
   // From here on everything is host work (checks, gathers, files): bring the forecast back.
   forecast = to(forecast, Device::cpu());
@@ -126,17 +147,21 @@ int run_rollout(const RolloutArgs& args) {
          "nothing was written",
          lead + 1, n);
   }
-  const Tensor phys_forecast = norm.denormalize(whole_sphere(forecast, grid));
-  const Tensor phys_input = norm.denormalize(whole_sphere(host_input, grid));
-  const Tensor phys_truth = host_truth.defined() ? norm.denormalize(whole_sphere(host_truth, grid)) : Tensor{};
+  // The predicted channels, in physical units (the forcing is the data's, not a forecast).
+  const models::Normalizer out_norm = output_normalizer(norm, l);
+  const Tensor phys_forecast = out_norm.denormalize(whole_sphere(forecast, grid));
+  const Tensor phys_input = out_norm.denormalize(whole_sphere(output_channels(host_input, l), grid));
+  const Tensor phys_truth =
+      host_truth.defined() ? out_norm.denormalize(whole_sphere(output_channels(host_truth, l), grid)) : Tensor{};
+  const models::TrajectoryInfo out_info = output_info(val);
   if (!root) return 0;
   const auto pred_path = out / "rollout.nc";
-  models::write_netcdf(pred_path, as_trajectories(val, phys_input, phys_forecast),
+  models::write_netcdf(pred_path, as_trajectories(out_info, phys_input, phys_forecast),
                        {.title = "gradsphere rollout", .history = "gradsphere rollout " + args.checkpoint});
   fmt::print("forecast:    {} ({} sample(s) x {} steps of {:g} h)\n", pred_path.string(), K, n, val.dt_hours);
   if (phys_truth.defined()) {
     const auto truth_path = out / "truth.nc";
-    models::write_netcdf(truth_path, as_trajectories(val, phys_input, phys_truth),
+    models::write_netcdf(truth_path, as_trajectories(out_info, phys_input, phys_truth),
                          {.title = "gradsphere rollout: truth", .history = "gradsphere rollout " + args.checkpoint});
     fmt::print("truth:       {} ({} steps)\n", truth_path.string(), truth_steps);
   }
@@ -145,7 +170,7 @@ int run_rollout(const RolloutArgs& args) {
   if (n > 2) leads.push_back(n / 2 - 1);
   if (n > 1) leads.push_back(n - 1);
   auto maps = write_maps(out / "maps", phys_truth.defined() ? select(phys_truth, 0, 0) : Tensor{},
-                         select(phys_forecast, 0, 0), val.variables, leads, val.dt_hours, cfg.output.map_scale,
+                         select(phys_forecast, 0, 0), out_info.variables, leads, val.dt_hours, cfg.output.map_scale,
                          "rollout");
   fmt::print("maps:        {} ({} files)\n", (out / "maps").string(), maps.size());
   return 0;
@@ -165,6 +190,13 @@ void add_rollout_command(CLI::App& app, CommandRegistry& commands) {
   sub->add_option("--grid", args->grid,
                   "Process grid DATAxHxW under mpiexec (default: distributed.grid of the stored configuration, else "
                   "every rank a data replica); any grid loads any checkpoint");
+  sub->add_option("--data", args->data,
+                  "Forced inference from these NetCDF files (the forcing of every step read from them; streamed to "
+                  "predictions.nc with ACE's inference metrics)");
+  sub->add_option("--start", args->start, "With --data: the state index to start from (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--trajectory", args->trajectory, "With --data: which trajectory of the files (default 0)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--device", args->device,
                   "cpu (default), cuda or cuda:N: run the model there (one process; the files are written from the host)");
   commands.add(sub, [args] { return run_rollout(*args); });

@@ -474,6 +474,12 @@ bool ConfigNode::has(std::string_view key) const {
   return false;
 }
 
+bool ConfigNode::has_list(std::string_view key) const {
+  for (const Entry& e : entries(*node_))
+    if (e.key.Scalar() == key) return e.value.IsSequence();
+  return false;
+}
+
 std::vector<std::string> ConfigNode::keys() const {
   std::vector<std::string> out;
   for (const Entry& e : entries(*node_)) out.push_back(e.key.Scalar());
@@ -686,6 +692,30 @@ std::vector<ConfigNode> ConfigNode::section_list(std::string_view key, Count cou
     std::string item = fmt::format("{}[{}]", path, i);
     if (!v[i].IsMap()) fail_value(item, "a section (key: value lines)", v[i], km, doc_->source);
     out.push_back(ConfigNode(doc_, item, v[i]));
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, ConfigNode>> ConfigNode::get_named_list(std::string_view key, Count count) const {
+  const std::string expected = "a list of " + count_phrase(count) + "names or {name: {settings}} items";
+  YAML::Mark km;
+  YAML::Node v = require(key, expected, km);
+  const std::string path = child_path(key);
+  if (!v.IsSequence() || v.size() < count.min || v.size() > count.max) fail_value(path, expected, v, km, doc_->source);
+  std::vector<std::pair<std::string, ConfigNode>> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string item = fmt::format("{}[{}]", path, i);
+    const YAML::Node& x = v[i];
+    if (x.IsScalar()) {
+      out.emplace_back(x.Scalar(), ConfigNode(doc_, item, YAML::Node(YAML::NodeType::Map)));
+      continue;
+    }
+    const auto e = x.IsMap() ? entries(x) : std::vector<Entry>{};
+    if (e.size() != 1 || !e[0].key.IsScalar() || !(e[0].value.IsMap() || e[0].value.IsNull()))
+      fail_value(item, "a name, or one name with its settings ({name: {key: value, ...}})", x, km, doc_->source);
+    const std::string name = e[0].key.Scalar();
+    out.emplace_back(name, ConfigNode(doc_, item + "." + name,
+                                      e[0].value.IsNull() ? YAML::Node(YAML::NodeType::Map) : e[0].value));
   }
   return out;
 }

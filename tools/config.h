@@ -63,6 +63,8 @@ class ConfigNode {
 
   // Whether the key is present. Does not count as reading it.
   bool has(std::string_view key) const;
+  // Whether the key is present and holds a list (`key: [a, b]`). Does not count as reading it.
+  bool has_list(std::string_view key) const;
   // Keys present in this section, in file order.
   std::vector<std::string> keys() const;
   // Accept a key without reading it (e.g. an option that only matters for another mode).
@@ -97,6 +99,10 @@ class ConfigNode {
   ConfigNode section(std::string_view key) const;
   ConfigNode optional_section(std::string_view key) const;
   std::vector<ConfigNode> section_list(std::string_view key, Count count = {}) const;
+  // A list whose items are names or one-key sections naming something with its settings, e.g.
+  // `variables: [T, {Q: {levels: [850]}}]`: each item's name and its section (empty for a plain
+  // name), in order.
+  std::vector<std::pair<std::string, ConfigNode>> get_named_list(std::string_view key, Count count = {}) const;
 
   // Throws one gs::Error listing every unknown key of every section that was read, each with its
   // line, a "did you mean" when a near match exists, and the accepted keys of its section.

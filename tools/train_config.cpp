@@ -35,6 +35,20 @@ void read_swe(const ConfigNode& n, DataConfig& d) {
   s.hyperdiffusion.enabled = n.get_bool_or("hyperdiffusion", s.hyperdiffusion.enabled);
   s.hyperdiffusion.efold_hours =
       n.get_real_or("hyperdiffusion_efold_hours", s.hyperdiffusion.efold_hours, {.min = 0, .min_exclusive = true});
+  // The forced set (swe_solver.h, SweForcing): a moving mass source, read as a forcing channel.
+  auto& f = s.forcing;
+  f.enabled = n.get_bool_or("forcing", f.enabled);
+  const std::vector<std::string> forcing_keys = {"forcing_amplitude", "forcing_period_days", "forcing_max_lat_deg",
+                                                 "forcing_width_deg", "forcing_wave1", "forcing_relaxation_days"};
+  if (!f.enabled)
+    for (const auto& key : forcing_keys)
+      GS_CHECK(!n.has(key), "data.swe.{} is given but data.swe.forcing is false (set forcing: true to use it)", key);
+  f.amplitude = n.get_real_or("forcing_amplitude", f.amplitude, {.min = 0, .min_exclusive = true});
+  f.period_days = n.get_real_or("forcing_period_days", f.period_days, {.min = 0, .min_exclusive = true});
+  f.max_lat_deg = n.get_real_or("forcing_max_lat_deg", f.max_lat_deg, {.min = 0, .max = 90});
+  f.width_deg = n.get_real_or("forcing_width_deg", f.width_deg, {.min = 0, .max = 180, .min_exclusive = true});
+  f.wave1 = n.get_real_or("forcing_wave1", f.wave1, {.min = 0, .max = 1});
+  f.relaxation_days = n.get_real_or("forcing_relaxation_days", f.relaxation_days, {.min = 0});
   d.validation_trajectories = n.get_int_or("validation_trajectories", d.validation_trajectories, {.min = 1});
   d.max_generation_minutes =
       n.get_real_or("max_minutes", d.max_generation_minutes, {.min = 0, .min_exclusive = true});
@@ -47,9 +61,51 @@ void read_swe(const ConfigNode& n, DataConfig& d) {
 void read_netcdf(const ConfigNode& n, DataConfig& d) {
   d.train_files = n.get_string_list("train_files", {.min = 1});
   d.validation_files = n.get_string_list("validation_files", {.min = 1});
-  d.netcdf.variables = n.get_string_list_or("variables", {});
+  // The flat list of earlier versions (all prognostic); data.variables is the full form.
+  for (const auto& v : n.get_string_list_or("variables", {})) d.variables.emplace_back(v);
   if (n.has("grid")) d.netcdf.grid = sphere::parse_grid_kind(n.get_choice("grid", kGrids));
   if (n.has("dt_hours")) d.netcdf.dt_hours = n.get_real("dt_hours", {.min = 0, .min_exclusive = true});
+  d.netcdf.lat_name = n.get_string_or("lat_name", "");
+  d.netcdf.lon_name = n.get_string_or("lon_name", "");
+  d.netcdf.time_name = n.get_string_or("time_name", "");
+  const std::string join = n.get_choice_or("join", "automatic", {"automatic", "time", "trajectories"});
+  d.netcdf.join = join == "time" ? models::NetcdfJoin::time
+                  : join == "trajectories" ? models::NetcdfJoin::trajectories
+                                           : models::NetcdfJoin::automatic;
+}
+
+// One role's list: names, or {name: {levels: [values]}} / {name: {level_indices: [indices]}}.
+void read_variable_list(const ConfigNode& n, const char* key, models::VariableRole role,
+                        std::vector<models::VariableRequest>& out) {
+  for (auto& [name, item] : n.get_named_list(key)) {
+    GS_CHECK(!name.empty(), "{}.{}: expected variable names, got an empty one", n.path(), key);
+    models::VariableRequest r(name, role);
+    r.levels.values = item.get_real_list_or("levels", {}, {}, {.min = 1});
+    r.levels.indices = item.get_int_list_or("level_indices", {}, {.min = 0}, {.min = 1});
+    out.push_back(std::move(r));
+  }
+}
+
+// data.variables: a flat list (every variable prognostic) or {prognostic: [...], forcing: [...],
+// diagnostic: [...]}.
+std::vector<models::VariableRequest> read_variables(const ConfigNode& data) {
+  std::vector<models::VariableRequest> out;
+  if (!data.has("variables")) return out;
+  if (data.has_list("variables")) {
+    read_variable_list(data, "variables", models::VariableRole::prognostic, out);
+  } else {
+    const ConfigNode v = data.section("variables");
+    for (auto role : {models::VariableRole::prognostic, models::VariableRole::forcing, models::VariableRole::diagnostic})
+      if (v.has(models::role_name(role))) read_variable_list(v, models::role_name(role), role, out);
+      else v.accept(models::role_name(role));
+    GS_CHECK(!out.empty(), "data.variables: expected at least one of prognostic, forcing, diagnostic with variables");
+  }
+  (void)models::in_role_order(out);  // a name listed twice is an error here, before any data is read
+  int64_t predicted = 0;
+  for (const auto& r : out) predicted += r.role != models::VariableRole::forcing;
+  GS_CHECK(predicted > 0, "data.variables: expected at least one prognostic or diagnostic variable (the model "
+           "predicts them), got only forcings");
+  return out;
 }
 
 void read_data(const ConfigNode& n, DataConfig& d) {
@@ -64,6 +120,16 @@ void read_data(const ConfigNode& n, DataConfig& d) {
   }
   d.swe.dtype = d.dtype;
   d.netcdf.dtype = d.dtype;
+  if (n.has("variables")) {
+    GS_CHECK(d.variables.empty(), "data.variables and data.netcdf.variables are both given; keep data.variables");
+    d.variables = read_variables(n);
+  }
+}
+
+void read_loss(const ConfigNode& n, LossConfig& l) {
+  const ConfigNode w = n.optional_section("weights");
+  for (const auto& key : w.keys()) l.weights.emplace_back(key, w.get_real(key, {.min = 0}));
+  l.residual_scaling = n.get_bool_or("residual_scaling", l.residual_scaling);
 }
 
 // mlp_storage: "dtype" (the model's, the default) or "bf16" (MlpSpec::bf16_storage).
@@ -214,6 +280,7 @@ TrainConfig parse_train_config(const ConfigNode& root) {
   read_schedule(root.optional_section("schedule"), c.schedule);
   read_training(root.optional_section("training"), c.training);
   read_validation(root.optional_section("validation"), c.validation);
+  read_loss(root.optional_section("loss"), c.loss);
   read_output(root.optional_section("output"), c.output);
   read_distributed(root.optional_section("distributed"), c.distributed);
   c.training.stepper.seed = c.seed;

@@ -30,6 +30,21 @@ struct DataConfig {
   // netcdf
   std::vector<std::string> train_files, validation_files;
   models::NetcdfReadOptions netcdf;
+  // data.variables: the variables with their roles and levels (models/data/variables.h), for either
+  // source; empty: every variable of the data, all prognostic.
+  std::vector<models::VariableRequest> variables;
+};
+
+// loss: what the stepper's loss weighs (models/step_loss.h), as fme's loss options.
+struct LossConfig {
+  // fme StepLossConfig.weights: per variable (or channel) name, the factor the normalised prediction
+  // and target are multiplied by before the squared error (so a weight w scales that variable's
+  // squared error by w^2, as in fme); unnamed output variables 1.
+  std::vector<std::pair<std::string, double>> weights;
+  // fme NetworkAndLossNormalizationConfig.residual: prognostic variables' loss normalised by the
+  // standard deviation of their one-step change (ACE's scaling-residual) instead of the full-field
+  // one the network uses; diagnostics keep the full-field scaling.
+  bool residual_scaling = false;
 };
 
 struct ModelConfig {
@@ -90,6 +105,7 @@ struct TrainConfig {
   ScheduleConfig schedule;
   TrainingConfig training;
   ValidationConfig validation;
+  LossConfig loss;
   OutputConfig output;
   DistributedConfig distributed;
   std::string text;    // the YAML the configuration was read from (stored in checkpoints)

@@ -55,7 +55,7 @@ TrainingRun::TrainingRun(const TrainConfig& config, const dist::ProcessGrid& gri
   model_->train();
   parameters_ = count_whole_parameters();
   stepper_ = std::make_unique<models::Stepper>(model_, build_optimizer(cfg_, *model_), data_.area_weights,
-                                               cfg_.training.stepper, build_schedule(cfg_));
+                                               stepper_options(cfg_, info, data_.normalizer), build_schedule(cfg_));
   if (!grid_.is_single_process()) stepper_->set_distributed(grid_);
   // Every replica validates every sample, on its tile.
   validation_ = make_validation_set(*data_.validation, data_.normalizer, cfg_.validation.samples,
@@ -93,6 +93,7 @@ std::string TrainingRun::describe() const {
                               fmt::join(t.variables, ", "), t.trajectories(), states,
                               data_.train_windows.size(), data_.validation->info().trajectories(), t.dt_hours,
                               data_seconds_);
+  s += describe_variables(t, data_.normalizer);
   s += fmt::format("model: {} with {} parameters ({}), {}{}\n", model_->type_name(), parameters_,
                    "real degrees of freedom", cfg_.data.dtype == DType::f64 ? "f64" : "f32",
                    device_.is_cpu() ? "" : ", on " + device_.str());
@@ -191,13 +192,16 @@ std::vector<std::filesystem::path> TrainingRun::write_validation_maps(const Vali
   auto whole = [&](const Tensor& tile) {
     return dist::gather_shards(tile, dist::Distribution::sharded_2d(tile.dim() - 2, tile.dim() - 1), grid_);
   };
-  const Tensor truth = data_.normalizer.denormalize(whole(select(validation_.truth, 0, 0)));  // (n, C, H, W)
-  const Tensor pred = data_.normalizer.denormalize(whole(select(s.prediction, 0, 0)));
+  // The predicted channels of the truth, beside the prediction, in physical units.
+  const models::ChannelLayout l = data_.info().layout();
+  const models::Normalizer out_norm = output_normalizer(data_.normalizer, l);
+  const Tensor truth = out_norm.denormalize(whole(output_channels(select(validation_.truth, 0, 0), l)));  // (n, P+D, H, W)
+  const Tensor pred = out_norm.denormalize(whole(select(s.prediction, 0, 0)));
   if (!grid_.is_root()) return {};
   const int64_t n = truth.size(0);
   std::vector<int64_t> leads = {0};
   if (n > 1) leads.push_back(n - 1);
-  return write_maps(dir, truth, pred, data_.info().variables, leads, data_.info().dt_hours, cfg_.output.map_scale,
+  return write_maps(dir, truth, pred, s.variables, leads, data_.info().dt_hours, cfg_.output.map_scale,
                     fmt::format("step {}", step()));
 }
 

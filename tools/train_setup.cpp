@@ -15,6 +15,7 @@
 #include "engine/factory.h"
 #include "engine/random.h"
 #include "models/data/netcdf_io.h"
+#include "models/data/selected_source.h"
 #include "models/data/swe_data.h"
 #include "models/noise_sfno.h"
 #include "models/optim.h"
@@ -34,9 +35,10 @@ models::TrajectoryData generate_bounded(const models::SweDataOptions& options, c
   const double bytes = static_cast<double>(models::swe_output_bytes(options));
   const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
   GS_CHECK(bytes <= 0.5 * memory,
-           "data.swe: the {} set ({} trajectories x {} states x 3 fields of {}x{}) needs {:.3g} GB, more than half of "
+           "data.swe: the {} set ({} trajectories x {} states x {} fields of {}x{}) needs {:.3g} GB, more than half of "
            "this machine's {:.3g} GB; use fewer trajectories, states or grid points",
-           name, options.n_trajectories, options.states_per_trajectory, options.nlat, options.nlon, bytes / 1e9,
+           name, options.n_trajectories, options.states_per_trajectory, models::swe_channels(options), options.nlat,
+           options.nlon, bytes / 1e9,
            memory / 1e9);
   const models::SweWork work = models::estimate_swe_work(options);
   const double seconds = work.seconds();
@@ -83,25 +85,46 @@ std::shared_ptr<models::TrajectorySource> generated(const models::SweDataOptions
   return models::open_netcdf({path}, read);
 }
 
+// data.variables over a generated set (all its channels, prognostic, when none are given).
+std::shared_ptr<models::TrajectorySource> with_variables(const TrainConfig& c,
+                                                         std::shared_ptr<models::TrajectorySource> source) {
+  if (c.data.variables.empty()) return source;
+  return models::select_variables(std::move(source), c.data.variables, "the generated shallow-water data");
+}
+
 }  // namespace
+
+std::shared_ptr<models::TrajectorySource> open_data_files(const TrainConfig& c, const std::vector<std::string>& files) {
+  if (c.data.source == "netcdf") {
+    models::NetcdfReadOptions o = c.data.netcdf;
+    o.variables = c.data.variables;
+    return models::open_netcdf(as_paths(files), o);
+  }
+  // Generated data written to files (a multi-process run's scratch copies, rollout --data).
+  models::NetcdfReadOptions o;
+  o.dtype = c.data.dtype;
+  return with_variables(c, models::open_netcdf(as_paths(files), o));
+}
 
 std::shared_ptr<models::TrajectorySource> load_validation_data(const TrainConfig& c, const dist::ProcessGrid& grid,
                                                                 const std::filesystem::path& scratch_dir) {
-  if (c.data.source == "netcdf") return models::open_netcdf(as_paths(c.data.validation_files), c.data.netcdf);
+  if (c.data.source == "netcdf") return open_data_files(c, c.data.validation_files);
   models::SweDataOptions v = c.data.swe;
   v.n_trajectories = c.data.validation_trajectories;
   v.seed = c.data.validation_seed;
-  return generated(v, "validation", c.data.max_generation_minutes, grid, scratch_dir);
+  return with_variables(c, generated(v, "validation", c.data.max_generation_minutes, grid, scratch_dir));
 }
 
 TrainingData load_training_data(const TrainConfig& c, const dist::ProcessGrid& grid,
                                 const std::filesystem::path& scratch_dir) {
   TrainingData d;
-  d.train = c.data.source == "netcdf" ? models::open_netcdf(as_paths(c.data.train_files), c.data.netcdf)
-                                      : generated(c.data.swe, "train", c.data.max_generation_minutes, grid, scratch_dir);
+  d.train = c.data.source == "netcdf"
+                ? open_data_files(c, c.data.train_files)
+                : with_variables(c, generated(c.data.swe, "train", c.data.max_generation_minutes, grid, scratch_dir));
   d.validation = load_validation_data(c, grid, scratch_dir);
   const models::TrajectoryInfo &t = d.train->info(), &v = d.validation->info();
-  GS_CHECK(v.variables == t.variables && v.nlat == t.nlat && v.nlon == t.nlon && v.grid == t.grid,
+  GS_CHECK(v.variables == t.variables && v.roles == t.roles && v.nlat == t.nlat && v.nlon == t.nlon &&
+               v.grid == t.grid,
            "validation data ({} x {}, variables [{}]) does not match the training data ({} x {}, variables [{}])",
            v.nlat, v.nlon, fmt::join(v.variables, ", "), t.nlat, t.nlon, fmt::join(t.variables, ", "));
   const dist::Block rows = grid.local_lat(t.nlat), cols = grid.local_lon(t.nlon);
@@ -116,7 +139,7 @@ TrainingData load_training_data(const TrainConfig& c, const dist::ProcessGrid& g
       grid.comm(dist::Group::world)->all_reduce(t, dist::ReduceOp::sum);
       v = t.to_vector<int64_t>();
     };
-  d.normalizer = models::Normalizer::fit(*d.train, share, sum);
+  d.normalizer = models::Normalizer::fit(*d.train, share, sum, c.loss.residual_scaling);
   d.train_windows = models::list_windows(t, c.training.rollout_steps);
   GS_CHECK(!d.train_windows.empty(),
            "training.rollout_steps {} needs trajectories of at least {} states; the training data has fewer",
@@ -149,13 +172,15 @@ std::shared_ptr<models::Model> build_model(const TrainConfig& c, const models::T
     models::SfnoOptions o = c.model.sfno;
     o.img_size = {data.nlat, data.nlon};
     o.grid = grid_name;
-    o.in_chans = o.out_chans = data.channels();
+    o.in_chans = data.layout().model_inputs();  // prognostic + forcing
+    o.out_chans = data.layout().model_outputs();  // prognostic + diagnostic
     return std::make_shared<models::SFNO>(o, grid);
   }
   models::NoiseSfnoOptions o = c.model.noise_sfno;
   o.img_shape = {data.nlat, data.nlon};
   o.data_grid = grid_name;
-  o.in_chans = o.out_chans = data.channels();
+  o.in_chans = data.layout().model_inputs();
+  o.out_chans = data.layout().model_outputs();
   return std::make_shared<models::NoiseConditionedSFNO>(o, grid);
 }
 
@@ -225,7 +250,9 @@ std::string normalizer_to_string(const models::Normalizer& n) {
     }
     return s;
   };
-  return "mean=" + join(n.mean) + ";std=" + join(n.std);
+  std::string s = "mean=" + join(n.mean) + ";std=" + join(n.std);
+  if (!n.residual_std.empty()) s += ";residual_std=" + join(n.residual_std);
+  return s;
 }
 
 models::Normalizer normalizer_from_string(const std::string& s) {
@@ -247,10 +274,93 @@ models::Normalizer normalizer_from_string(const std::string& s) {
   };
   parse("mean=", n.mean);
   parse("std=", n.std);
+  if (s.find("residual_std=") != std::string::npos) parse("residual_std=", n.residual_std);
   GS_CHECK(!n.mean.empty() && n.mean.size() == n.std.size(),
            "normaliser metadata: expected as many means as standard deviations, got {} and {}", n.mean.size(),
            n.std.size());
   return n;
+}
+
+namespace {
+
+// The variable a channel belongs to: T for T_3 (a level of T), else the channel itself.
+std::string variable_of(const models::TrajectoryInfo& data, size_t c) {
+  const std::string& name = data.variables[c];
+  if (data.levels.empty() || !data.levels[c].has_level()) return name;
+  const std::string suffix = fmt::format("_{}", data.levels[c].index);
+  return name.size() > suffix.size() && name.ends_with(suffix) ? name.substr(0, name.size() - suffix.size()) : name;
+}
+
+}  // namespace
+
+std::vector<double> loss_scales(const LossConfig& loss, const models::TrajectoryInfo& data,
+                                const models::Normalizer& norm) {
+  const models::ChannelLayout l = data.layout();
+  std::vector<size_t> outputs;  // data channel of each output channel
+  for (int64_t c = 0; c < l.prognostic; ++c) outputs.push_back(static_cast<size_t>(c));
+  for (int64_t c = 0; c < l.diagnostic; ++c) outputs.push_back(static_cast<size_t>(l.model_inputs() + c));
+  std::vector<double> scale(outputs.size(), 1.0);
+  for (const auto& [name, w] : loss.weights) {
+    bool used = false;
+    for (size_t o = 0; o < outputs.size(); ++o)
+      if (data.variables[outputs[o]] == name || variable_of(data, outputs[o]) == name) scale[o] = w, used = true;
+    if (!used) {
+      std::vector<std::string> names;
+      for (size_t o : outputs) {
+        for (const std::string& n : {data.variables[o], variable_of(data, o)})
+          if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+      }
+      fail("loss.weights: '{}' is not a predicted variable of the data (weights apply to prognostic and diagnostic "
+           "variables, or to one level of one, e.g. T_0); they are: {}",
+           name, fmt::join(names, ", "));
+    }
+  }
+  if (loss.residual_scaling) {
+    GS_CHECK(norm.residual_std.size() == norm.std.size(),
+             "loss.residual_scaling: the normaliser has no residual statistics (fit it with residual = true)");
+    for (size_t o = 0; o < outputs.size(); ++o)
+      if (static_cast<int64_t>(outputs[o]) < l.prognostic) scale[o] *= norm.std[outputs[o]] / norm.residual_std[outputs[o]];
+  }
+  if (std::all_of(scale.begin(), scale.end(), [](double x) { return x == 1.0; })) return {};
+  return scale;
+}
+
+models::StepperOptions stepper_options(const TrainConfig& config, const models::TrajectoryInfo& data,
+                                       const models::Normalizer& norm) {
+  models::StepperOptions o = config.training.stepper;
+  o.layout = data.layout();
+  o.loss_scale = loss_scales(config.loss, data, norm);
+  return o;
+}
+
+std::string describe_variables(const models::TrajectoryInfo& data, const models::Normalizer& norm) {
+  std::string out;
+  const models::ChannelLayout l = data.layout();
+  const std::vector<std::pair<models::VariableRole, int64_t>> groups = {
+      {models::VariableRole::prognostic, l.prognostic},
+      {models::VariableRole::forcing, l.forcing},
+      {models::VariableRole::diagnostic, l.diagnostic}};
+  size_t c = 0;
+  for (const auto& [role, count] : groups) {
+    if (count == 0) continue;
+    std::vector<std::string> items;
+    for (int64_t k = 0; k < count; ++k, ++c) {
+      std::string item = data.variables[c];
+      if (!data.levels.empty() && data.levels[c].has_level()) {
+        const models::ChannelLevel& lv = data.levels[c];
+        item += fmt::format(" ({} {:g}{})", lv.coordinate, lv.value, lv.units.empty() ? "" : " " + lv.units);
+      }
+      if (!data.units.empty() && !data.units[c].empty()) item += " [" + data.units[c] + "]";
+      items.push_back(item);
+    }
+    out += fmt::format("  {} ({}): {}\n", models::role_name(role), count, fmt::join(items, ", "));
+  }
+  for (size_t k = 0; k < norm.missing.size() && k < data.variables.size(); ++k)
+    if (norm.missing[k] > 0)
+      out += fmt::format("  {}: {} missing value(s) in the training data, masked in the loss and the metrics\n",
+                         data.variables[k], norm.missing[k]);
+  for (const auto& note : data.notes) out += "  note: " + note + "\n";
+  return out;
 }
 
 }  // namespace gs::tools

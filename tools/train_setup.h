@@ -22,7 +22,7 @@ using Window = std::pair<int64_t, int64_t>;  // (trajectory, first state)
 // the batch): see models/data/trajectory_source.h.
 struct TrainingData {
   std::shared_ptr<models::TrajectorySource> train, validation;
-  models::Normalizer normalizer;   // fitted on the training set
+  models::Normalizer normalizer;   // fitted on the training set (with residual stds for loss.residual_scaling)
   std::vector<Window> train_windows;
   std::vector<double> area_weights;  // per latitude row, ACE's cos-lat weights (sum 1)
   const models::TrajectoryInfo& info() const { return train->info(); }
@@ -40,6 +40,24 @@ TrainingData load_training_data(const TrainConfig& config, const dist::ProcessGr
 std::shared_ptr<models::TrajectorySource> load_validation_data(const TrainConfig& config,
                                                                 const dist::ProcessGrid& grid = {},
                                                                 const std::filesystem::path& scratch_dir = {});
+// The configured data.variables applied to a source of `config`'s kind: NetCDF files are opened with
+// them (netcdf_io.h), generated data is viewed through them (selected_source.h).
+std::shared_ptr<models::TrajectorySource> open_data_files(const TrainConfig& config,
+                                                          const std::vector<std::string>& files);
+
+// The stepper options of a run on `data` with the normaliser `norm`: the configured ones with the
+// data's channel layout (roles) and the loss scales of the configuration's loss section (loss_scales).
+models::StepperOptions stepper_options(const TrainConfig& config, const models::TrajectoryInfo& data,
+                                       const models::Normalizer& norm);
+// Per output channel (prognostic, then diagnostic): loss.weights' weight of the channel or of its
+// variable (T for every level T_k), times, with loss.residual_scaling and for a prognostic channel,
+// std / residual_std. Empty when every scale is 1 (the stepper's plain loss). A weight naming no
+// output channel or variable (a forcing, a typo) is an error listing the names that take one.
+std::vector<double> loss_scales(const LossConfig& loss, const models::TrajectoryInfo& data,
+                                const models::Normalizer& norm);
+// The run log's account of the data: channels by role with their levels and units, the reader's
+// notes, the masked (missing) values per variable.
+std::string describe_variables(const models::TrajectoryInfo& data, const models::Normalizer& norm);
 
 // The grid of the job: `flag` (--grid DxHxW), else the configuration's distributed.grid, else every
 // rank a data replica; checked against the world size (errors name `command`). Collective. With
@@ -60,8 +78,8 @@ std::shared_ptr<models::LrSchedule> build_schedule(const TrainConfig& config);
 // gap. A function of (seed, step) only, so a resumed run sees exactly the batches it would have.
 std::vector<Window> batch_windows(const std::vector<Window>& windows, int64_t batch_size, uint64_t seed, int64_t step);
 
-// The normaliser as checkpoint metadata ("mean" and "std" as comma-separated full-precision lists)
-// and back.
+// The normaliser as checkpoint metadata ("mean", "std" and, when fitted, "residual_std" as
+// comma-separated full-precision lists) and back.
 std::string normalizer_to_string(const models::Normalizer& n);
 models::Normalizer normalizer_from_string(const std::string& s);
 

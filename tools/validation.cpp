@@ -8,6 +8,7 @@
 #include "engine/error.h"
 #include "ops/ops.h"
 #include "distributed/sphere_blocks.h"
+#include "models/step_loss.h"
 #include "ops/sphere/sfno_blocks.h"
 
 namespace gs::tools {
@@ -28,29 +29,37 @@ ValidationScores validate(models::Stepper& stepper, const ValidationSet& set, co
                           const std::vector<double>& area_weights, const std::vector<std::string>& variables,
                           double dt_hours, int64_t batch_size, const dist::ProcessGrid& grid, int64_t nlon) {
   InferenceModeGuard inference;
-  const int64_t S = set.input.size(0), n = set.truth.size(1), C = set.input.size(1);
-  // Roll out in chunks of batch_size initial states (the memory of one training batch).
+  const int64_t S = set.input.size(0), n = set.truth.size(1);
+  const models::ChannelLayout l = stepper.layout(set.input.size(1));
+  // Roll out in chunks of batch_size initial states (the memory of one training batch); the
+  // forcing of every step comes from the truth (the data after the input).
   std::vector<Tensor> parts;
   for (int64_t s = 0; s < S; s += batch_size) {
     const int64_t b = std::min(batch_size, S - s);
     // Every replica predicts the same samples: their noise starts at global sample s.
-    parts.push_back(stepper.predict(narrow(set.input, 0, s, b), n, /*rollout_id=*/static_cast<uint64_t>(s), s));
+    parts.push_back(stepper.predict(narrow(set.input, 0, s, b), n, /*rollout_id=*/static_cast<uint64_t>(s), s,
+                                    narrow(set.truth, 0, s, b)));
   }
   ValidationScores r;
-  r.variables = variables;
-  r.prediction = parts.size() == 1 ? parts[0] : cat(parts, 0);  // (S, n, C, H, W)
+  const std::vector<int64_t> outputs = output_channel_indices(l);
+  for (int64_t c : outputs) r.variables.push_back(variables[static_cast<size_t>(c)]);
+  r.prediction = parts.size() == 1 ? parts[0] : cat(parts, 0);  // (S, n, P + D, H, W)
+  const int64_t C = static_cast<int64_t>(outputs.size());
+  const Tensor initial = output_channels(set.input, l);  // persistence: the initial state for every lead
   double loss_sum = 0;
   for (int64_t k = 0; k < n; ++k) {
-    const Tensor truth = select(set.truth, 1, k);       // (S, C, H, W)
-    const Tensor pred = select(r.prediction, 1, k);
-    // area-weighted mean over the sphere (its tiles summed over the grid), then mean over samples: (C)
-    const Tensor mse = mean(dist::area_weighted_mean(square(pred - truth), area_weights, nlon, grid), {0});
-    const Tensor pmse = mean(dist::area_weighted_mean(square(set.input - truth), area_weights, nlon, grid), {0});
-    const auto m = to(mse, DType::f64).to_vector<double>(), p = to(pmse, DType::f64).to_vector<double>();
+    const Tensor truth = output_channels(select(set.truth, 1, k), l);  // (S, P + D, H, W), NaN where missing
+    // The whole sphere's masked area-weighted mean over the samples: sums over b, then their ratio.
+    auto msq = [&](const Tensor& err) {
+      const models::MaskedSums m = models::masked_square_sums(err, area_weights, nlon, grid);
+      return to(div(sum(m.weighted_squares, {0}), sum(m.weights, {0})), DType::f64).to_vector<double>();  // (C)
+    };
+    const auto m = msq(sub(select(r.prediction, 1, k), truth)), p = msq(sub(initial, truth));
     std::vector<double> rm(C), pr(C);
     for (int64_t c = 0; c < C; ++c) {
-      rm[c] = std::sqrt(m[c]) * norm.std[c];  // back to physical units
-      pr[c] = std::sqrt(p[c]) * norm.std[c];
+      const double sd = norm.std[static_cast<size_t>(outputs[static_cast<size_t>(c)])];
+      rm[c] = std::sqrt(m[c]) * sd;  // back to physical units
+      pr[c] = std::sqrt(p[c]) * sd;
       loss_sum += m[c];
     }
     r.rmse.push_back(rm);
@@ -59,6 +68,30 @@ ValidationScores validate(models::Stepper& stepper, const ValidationSet& set, co
   }
   r.loss = loss_sum / static_cast<double>(n * C);
   return r;
+}
+
+// The predicted channels' part of `info` (names, units, roles, levels), for the output file.
+models::TrajectoryInfo output_info(const models::TrajectoryInfo& info) {
+  const models::ChannelLayout l = info.layout();
+  models::TrajectoryInfo out = info;
+  out.variables.clear(), out.units.clear(), out.roles.clear(), out.levels.clear();
+  for (int64_t c : output_channel_indices(l)) {
+    const size_t i = static_cast<size_t>(c);
+    out.variables.push_back(info.variables[i]);
+    if (!info.units.empty()) out.units.push_back(info.units[i]);
+    out.roles.push_back(info.roles.empty() ? models::VariableRole::prognostic : info.roles[i]);
+    if (!info.levels.empty()) out.levels.push_back(info.levels[i]);
+  }
+  return out;
+}
+
+models::Normalizer output_normalizer(const models::Normalizer& norm, const models::ChannelLayout& l) {
+  models::Normalizer out;
+  for (int64_t c : output_channel_indices(l)) {
+    out.mean.push_back(norm.mean[static_cast<size_t>(c)]);
+    out.std.push_back(norm.std[static_cast<size_t>(c)]);
+  }
+  return out;
 }
 
 std::string format_scores(const ValidationScores& s) {

@@ -1,6 +1,7 @@
 // Validation by autoregressive rollout: from evenly spread initial states of the validation set,
-// roll the model out lead_steps steps and score every lead with the area-weighted RMSE per variable
-// (physical units), next to persistence (the initial state as the forecast for every lead).
+// roll the model out lead_steps steps (forced by the data) and score every lead with the
+// area-weighted RMSE per predicted variable (physical units; masked where the truth is missing),
+// next to persistence (the initial state as the forecast for every lead).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -23,7 +24,7 @@ ValidationSet make_validation_set(const models::TrajectorySource& data, const mo
                                   models::Span cols = {});
 
 struct ValidationScores {
-  std::vector<std::string> variables;
+  std::vector<std::string> variables;            // the predicted ones (prognostic, then diagnostic)
   std::vector<double> lead_hours;                // per lead
   std::vector<std::vector<double>> rmse;         // [lead][variable], physical units
   std::vector<std::vector<double>> persistence;  // [lead][variable]
@@ -39,6 +40,13 @@ struct ValidationScores {
 ValidationScores validate(models::Stepper& stepper, const ValidationSet& set, const models::Normalizer& norm,
                           const std::vector<double>& area_weights, const std::vector<std::string>& variables,
                           double dt_hours, int64_t batch_size, const dist::ProcessGrid& grid = {}, int64_t nlon = 0);
+
+using models::output_channel_indices;
+using models::output_channels;
+// The predicted channels' part of a data description (names, units, roles, levels), for outputs.
+models::TrajectoryInfo output_info(const models::TrajectoryInfo& info);
+// The normaliser of the predicted channels (to denormalise predictions).
+models::Normalizer output_normalizer(const models::Normalizer& norm, const models::ChannelLayout& l);
 
 // "lead 24h: geopotential 12.3 (persistence 45.6) ..." lines, one per lead.
 std::string format_scores(const ValidationScores& s);

@@ -27,6 +27,9 @@ void TrajectoryData::validate() const {
   GS_CHECK(C >= 1, "TrajectoryData: expected at least one variable name, got none");
   GS_CHECK(units.empty() || units.size() == variables.size(),
            "TrajectoryData: expected no units or one per variable ({}), got {}", variables.size(), units.size());
+  GS_CHECK(levels.empty() || levels.size() == variables.size(),
+           "TrajectoryData: expected no levels or one per variable ({}), got {}", variables.size(), levels.size());
+  (void)layout_of(roles, C);  // one role per channel, in role order
   GS_CHECK(nlat >= 1 && nlon >= 1, "TrajectoryData: expected a grid of at least 1 x 1, got nlat {} nlon {}", nlat, nlon);
   GS_CHECK(std::isfinite(dt_hours) && dt_hours > 0, "TrajectoryData: expected dt_hours > 0, got {}", dt_hours);
   GS_CHECK(!trajectories.empty(), "TrajectoryData: expected at least one trajectory, got none");
@@ -48,8 +51,8 @@ void TrajectoryData::validate() const {
 
 TrajectoryInfo TrajectoryData::info() const {
   validate();
-  TrajectoryInfo i{.variables = variables, .units = units, .grid = grid, .nlat = nlat, .nlon = nlon,
-                   .dt_hours = dt_hours, .dtype = trajectories.front().dtype(), .states = {}};
+  TrajectoryInfo i{.variables = variables, .units = units, .roles = roles, .levels = levels, .grid = grid,
+                   .nlat = nlat, .nlon = nlon, .dt_hours = dt_hours, .dtype = trajectories.front().dtype(), .states = {}};
   for (const Tensor& t : trajectories) i.states.push_back(t.size(0));
   return i;
 }
@@ -95,59 +98,110 @@ std::vector<double> longitudes_deg(int64_t nlon) {
 
 Normalizer Normalizer::fit(const TrajectoryData& data) { return fit(*memory_source(data)); }
 
-Normalizer Normalizer::fit(const TrajectorySource& source, const StatsShare& share, const SumOverRanks& sum) {
-  const TrajectoryInfo& info = source.info();
-  const int64_t C = info.channels();
-  GS_CHECK(share.parts >= 1 && share.part >= 0 && share.part < share.parts,
-           "Normalizer::fit: expected 0 <= part < parts, got part {} of {}", share.part, share.parts);
-  // Calls body(c, value) for every value of this share, state by state.
-  auto for_each_value = [&](auto&& body) {
-    int64_t index = 0;
-    for (int64_t traj = 0; traj < info.trajectories(); ++traj)
-      for (int64_t t = 0; t < info.states[static_cast<size_t>(traj)]; ++t, ++index) {
-        if (index % share.parts != share.part) continue;
-        const Tensor x = contiguous_copy(to(source.read(traj, t, 1, share.rows, share.cols), DType::f64));
-        const double* p = x.data<double>();
-        const int64_t per_channel = x.numel() / C;
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t i = 0; i < per_channel; ++i) body(c, p[c * per_channel + i]);
-      }
-  };
-  // Every channel's exact sum, summed over the ranks (count in the last slot).
-  auto reduce = [&](std::vector<ExactSum>& sums, int64_t& count) {
+namespace {
+
+// Per-channel exact sums of values (or of consecutive differences), summed over the ranks that
+// gather shares, with per-channel counts of the values that were not missing.
+struct ChannelSums {
+  std::vector<ExactSum> sums;
+  std::vector<int64_t> counts, missing;
+  explicit ChannelSums(int64_t C) : sums(static_cast<size_t>(C)), counts(static_cast<size_t>(C), 0), missing(static_cast<size_t>(C), 0) {}
+  void add(int64_t c, double x) {
+    if (std::isnan(x)) {
+      ++missing[static_cast<size_t>(c)];
+      return;
+    }
+    sums[static_cast<size_t>(c)].add(x);
+    ++counts[static_cast<size_t>(c)];
+  }
+  void reduce(const SumOverRanks& sum) {
+    if (!sum) return;
     std::vector<int64_t> packed;
     for (const auto& s : sums) {
       auto l = s.limbs();
       packed.insert(packed.end(), l.begin(), l.end());
     }
-    packed.push_back(count);
-    if (sum) sum(packed);
-    count = packed.back();
+    packed.insert(packed.end(), counts.begin(), counts.end());
+    packed.insert(packed.end(), missing.begin(), missing.end());
+    sum(packed);
+    const int64_t C = static_cast<int64_t>(sums.size());
     for (int64_t c = 0; c < C; ++c)
       sums[static_cast<size_t>(c)] = ExactSum::from_limbs(
           std::vector<int64_t>(packed.begin() + c * ExactSum::kLimbs, packed.begin() + (c + 1) * ExactSum::kLimbs));
-  };
-  // Two passes (mean, then squared deviations): no cancellation for fields such as the
-  // geopotential, whose mean (1e5) dwarfs its spread.
-  std::vector<ExactSum> total(static_cast<size_t>(C)), squares(static_cast<size_t>(C));
-  int64_t count = 0;
-  for_each_value([&](int64_t c, double x) {
-    total[static_cast<size_t>(c)].add(x);
-    if (c == 0) ++count;
-  });
-  reduce(total, count);
-  GS_CHECK(count > 0, "Normalizer::fit: the data has no values");
-  Normalizer n;
-  for (int64_t c = 0; c < C; ++c) n.mean.push_back(total[static_cast<size_t>(c)].value() / static_cast<double>(count));
-  for_each_value([&](int64_t c, double x) {
-    const double d = x - n.mean[static_cast<size_t>(c)];
-    squares[static_cast<size_t>(c)].add(d * d);
-  });
-  int64_t unused = 0;
-  reduce(squares, unused);
+    const auto counts_at = packed.begin() + C * ExactSum::kLimbs;
+    std::copy(counts_at, counts_at + C, counts.begin());
+    std::copy(counts_at + C, counts_at + 2 * C, missing.begin());
+  }
+  double mean(int64_t c) const {
+    return sums[static_cast<size_t>(c)].value() / static_cast<double>(counts[static_cast<size_t>(c)]);
+  }
+};
+
+// Calls body(c, value) for every value of this share: every state (pairs = false), or every
+// difference x(t + 1) - x(t) within a trajectory (pairs = true, NaN where either is missing).
+template <typename Body>
+void for_each_value(const TrajectorySource& source, const StatsShare& share, bool pairs, Body&& body) {
+  const TrajectoryInfo& info = source.info();
+  const int64_t C = info.channels();
+  int64_t index = 0;
+  for (int64_t traj = 0; traj < info.trajectories(); ++traj)
+    for (int64_t t = 0; t + (pairs ? 1 : 0) < info.states[static_cast<size_t>(traj)]; ++t, ++index) {
+      if (index % share.parts != share.part) continue;
+      const Tensor x = contiguous_copy(to(source.read(traj, t, pairs ? 2 : 1, share.rows, share.cols), DType::f64));
+      const double* p = x.data<double>();
+      const int64_t per_channel = x.numel() / (C * (pairs ? 2 : 1));
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t i = 0; i < per_channel; ++i)
+          body(c, pairs ? p[(C + c) * per_channel + i] - p[c * per_channel + i] : p[c * per_channel + i]);
+    }
+}
+
+// Mean and standard deviation (ddof 0) per channel over the values of `pairs` (see above): two
+// passes, mean then squared deviations, so no cancellation for fields such as the geopotential,
+// whose mean (1e5) dwarfs its spread.
+void mean_and_std(const TrajectorySource& source, const StatsShare& share, const SumOverRanks& sum, bool pairs,
+                  std::vector<double>& mean, std::vector<double>& sd, std::vector<int64_t>* missing) {
+  const TrajectoryInfo& info = source.info();
+  const int64_t C = info.channels();
+  ChannelSums total(C), squares(C);
+  for_each_value(source, share, pairs, [&](int64_t c, double x) { total.add(c, x); });
+  total.reduce(sum);
+  mean.assign(static_cast<size_t>(C), 0.0);
   for (int64_t c = 0; c < C; ++c) {
-    const double sd = std::sqrt(squares[static_cast<size_t>(c)].value() / static_cast<double>(count));  // ddof 0
-    n.std.push_back(sd > 0 ? sd : 1.0);
+    GS_CHECK(total.counts[static_cast<size_t>(c)] > 0,
+             "Normalizer::fit: variable '{}' has no {} in the training data (every value is missing)",
+             info.variables[static_cast<size_t>(c)], pairs ? "two consecutive valid states" : "valid value");
+    mean[static_cast<size_t>(c)] = total.mean(c);
+  }
+  for_each_value(source, share, pairs, [&](int64_t c, double x) {
+    const double d = x - mean[static_cast<size_t>(c)];
+    squares.add(c, d * d);
+  });
+  squares.reduce(sum);
+  sd.clear();
+  for (int64_t c = 0; c < C; ++c) {
+    const double v = std::sqrt(squares.sums[static_cast<size_t>(c)].value() /
+                               static_cast<double>(total.counts[static_cast<size_t>(c)]));
+    sd.push_back(v > 0 ? v : 1.0);
+  }
+  if (missing) *missing = total.missing;
+}
+
+}  // namespace
+
+Normalizer Normalizer::fit(const TrajectorySource& source, const StatsShare& share, const SumOverRanks& sum,
+                           bool residual) {
+  GS_CHECK(share.parts >= 1 && share.part >= 0 && share.part < share.parts,
+           "Normalizer::fit: expected 0 <= part < parts, got part {} of {}", share.part, share.parts);
+  GS_CHECK(source.info().channels() >= 1, "Normalizer::fit: the data has no channels");
+  Normalizer n;
+  mean_and_std(source, share, sum, false, n.mean, n.std, &n.missing);
+  if (residual) {
+    bool any_pair = false;
+    for (int64_t T : source.info().states) any_pair = any_pair || T >= 2;
+    GS_CHECK(any_pair, "Normalizer::fit: residual scaling needs trajectories of at least two states");
+    std::vector<double> unused;
+    mean_and_std(source, share, sum, true, unused, n.residual_std, nullptr);
   }
   return n;
 }

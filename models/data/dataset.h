@@ -18,6 +18,8 @@ namespace gs::models {
 struct TrajectoryData {
   std::vector<std::string> variables;  // channel names, e.g. {"geopotential", "vorticity", "divergence"}
   std::vector<std::string> units;      // one per variable, or empty
+  std::vector<VariableRole> roles;     // one per variable in role order, or empty (all prognostic)
+  std::vector<ChannelLevel> levels;    // one per variable, or empty (no levels)
   sphere::GridKind grid = sphere::GridKind::equiangular;
   int64_t nlat = 0, nlon = 0;
   double dt_hours = 1.0;               // time between consecutive states of a trajectory
@@ -44,15 +46,26 @@ struct StatsShare {
 // Sums int64 vectors element-wise over every rank that gathers a share (in place); empty: one rank.
 using SumOverRanks = std::function<void(std::vector<int64_t>&)>;
 
-// Per-channel affine normalisation: x_norm = (x - mean_c) / std_c.
+// Per-channel affine normalisation: x_norm = (x - mean_c) / std_c, with ACE's full-field
+// statistics (fme's network normalisation: global_means_path / global_stds_path, computed here from
+// the training data).
 struct Normalizer {
   std::vector<double> mean, std;
+  // Per channel: the standard deviation of x(t + 1) - x(t) within a trajectory (ACE's
+  // scaling-residual.nc, which fme's residual normalisation scales the loss of prognostic variables
+  // with); empty when not fitted.
+  std::vector<double> residual_std;
+  // Per channel: the missing values (masked points) fit() saw, for the run's log; not stored.
+  std::vector<int64_t> missing;
   // Mean and standard deviation of each channel over every state and grid point of `data`
-  // (uniform over grid points, as ACE's stats files); a channel with std 0 gets std 1.
+  // (uniform over grid points, as ACE's stats files; missing values left out); a channel with std 0
+  // gets std 1; a channel with no valid value is an error naming it.
   static Normalizer fit(const TrajectoryData& data);
   // The same statistics gathered in shares over ranks: two passes (mean, then squared deviations)
-  // with exact sums (exact_sum.h), so every way of splitting the work gives the same bits.
-  static Normalizer fit(const TrajectorySource& source, const StatsShare& share = {}, const SumOverRanks& sum = {});
+  // with exact sums (exact_sum.h), so every way of splitting the work gives the same bits; with
+  // `residual`, residual_std too (pairs of consecutive states, both valid).
+  static Normalizer fit(const TrajectorySource& source, const StatsShare& share = {}, const SumOverRanks& sum = {},
+                        bool residual = false);
   // x (..., C, H, W) with C == mean.size().
   Tensor normalize(const Tensor& x) const;
   Tensor denormalize(const Tensor& x) const;

@@ -3,9 +3,11 @@
 
 #include <omp.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <vector>
 
 #include "engine/factory.h"
 
@@ -31,6 +33,7 @@ SweSolverOptions base_solver_options(const SweDataOptions& o) {
   s.nlon = o.nlon;
   s.lmax = o.lmax;
   s.hyperdiffusion = o.hyperdiffusion;
+  s.forcing = o.forcing;
   return s;
 }
 
@@ -66,22 +69,62 @@ RandomKey swe_trajectory_key(uint64_t seed, int64_t index) {
   return {seed, (uint64_t{0x535745} << 32) + static_cast<uint64_t>(index)};
 }
 
+RandomKey swe_forcing_phase_key(uint64_t seed, int64_t index) {
+  GS_CHECK(index >= 0, "swe_forcing_phase_key: expected a trajectory index >= 0, got {}", index);
+  return {seed, (uint64_t{0x535746} << 32) + static_cast<uint64_t>(index)};
+}
+
+double swe_trajectory_start_seconds(const SweDataOptions& o, int64_t index) {
+  const RandomKey key = swe_forcing_phase_key(o.seed, index);  // checks the index either way
+  if (!o.forcing.enabled) return 0.0;
+  const std::array<uint32_t, 4> w = philox4x32(key, 0);
+  return uniform_f64(w[0], w[1]) * o.forcing.period_days * 86400.0;
+}
+
+std::vector<std::string> swe_variables(const SweDataOptions& o) {
+  std::vector<std::string> v = {"geopotential", "vorticity", "divergence"};
+  if (o.forcing.enabled) v.insert(v.end(), {"mass_source", "wind_speed"});
+  return v;
+}
+
+std::vector<std::string> swe_units(const SweDataOptions& o) {
+  std::vector<std::string> u = {"m2 s-2", "s-1", "s-1"};
+  if (o.forcing.enabled) u.insert(u.end(), {"m2 s-3", "m s-1"});
+  return u;
+}
+
+int64_t swe_channels(const SweDataOptions& o) { return o.forcing.enabled ? 5 : 3; }
+
 namespace {
 
-// Writes the run of trajectory `index` into `out` (T, 3, nlat, nlon).
+// Writes the run of trajectory `index` into `out` (T, C, nlat, nlon), C = swe_channels(o).
 void run_trajectory(const SweSolver& solver, const SweDataOptions& o, int64_t index, int64_t steps_per_state,
                     int64_t spinup_steps, const Tensor& out) {
-  SweTimeStepper stepper(solver, solver.random_initial_condition(swe_trajectory_key(o.seed, index), o.initial));
+  SweTimeStepper stepper(solver, solver.random_initial_condition(swe_trajectory_key(o.seed, index), o.initial),
+                         swe_trajectory_start_seconds(o, index));
   stepper.advance(spinup_steps);
-  const int64_t field = 3 * o.nlat * o.nlon;
+  const int64_t plane = o.nlat * o.nlon, channels = out.size(1);
+  // Copies `count` planes of f64 values into channels [channel, channel + count) of state t.
+  auto store = [&](int64_t t, int64_t channel, int64_t count, const double* src) {
+    dispatch_float(out.dtype(), "generate_swe_data", [&]<typename T>() {
+      T* dst = out.data<T>() + (t * channels + channel) * plane;
+      for (int64_t i = 0; i < count * plane; ++i) dst[i] = static_cast<T>(src[i]);
+    });
+  };
   for (int64_t t = 0; t < o.states_per_trajectory; ++t) {
     if (t > 0) stepper.advance(steps_per_state);
     const Tensor grid = solver.to_grid(stepper.state());  // (3, nlat, nlon) f64
-    const double* g = grid.data<double>();
-    dispatch_float(out.dtype(), "generate_swe_data", [&]<typename T>() {
-      T* dst = out.data<T>() + t * field;
-      for (int64_t i = 0; i < field; ++i) dst[i] = static_cast<T>(g[i]);
-    });
+    store(t, 0, 3, grid.data<double>());
+    if (!o.forcing.enabled) continue;
+    // The forcing at this state's time: the Q the solver adds at the tendency of this state.
+    const Tensor q = solver.forcing(stepper.time_seconds());
+    store(t, 3, 1, q.data<double>());
+    const Tensor uv = solver.winds(stepper.state());  // (2, nlat, nlon) f64
+    const double* u = uv.data<double>();
+    const double* v = u + plane;
+    std::vector<double> speed(static_cast<size_t>(plane));
+    for (int64_t i = 0; i < plane; ++i) speed[static_cast<size_t>(i)] = std::sqrt(u[i] * u[i] + v[i] * v[i]);
+    store(t, 4, 1, speed.data());
   }
 }
 
@@ -90,7 +133,7 @@ void run_trajectory(const SweSolver& solver, const SweDataOptions& o, int64_t in
 Tensor generate_swe_trajectory(const SweDataOptions& o, int64_t index) {
   GS_CHECK(index >= 0, "generate_swe_trajectory: expected index >= 0, got {}", index);
   const SweSolver solver(swe_solver_options(o));
-  Tensor out = empty({o.states_per_trajectory, 3, o.nlat, o.nlon}, o.dtype);
+  Tensor out = empty({o.states_per_trajectory, swe_channels(o), o.nlat, o.nlon}, o.dtype);
   run_trajectory(solver, o, index, swe_steps_per_state(o), swe_spinup_steps(o), out);
   return out;
 }
@@ -102,10 +145,10 @@ double SweWork::seconds() const {
 int64_t swe_output_bytes(const SweDataOptions& o) {
   check_options(o);
   int64_t fields = 0, bytes = 0;
-  GS_CHECK(!__builtin_mul_overflow(o.n_trajectories, o.states_per_trajectory * 3, &fields) &&
+  GS_CHECK(!__builtin_mul_overflow(o.n_trajectories, o.states_per_trajectory * swe_channels(o), &fields) &&
                !__builtin_mul_overflow(fields, o.nlat * o.nlon * static_cast<int64_t>(dtype_size(o.dtype)), &bytes),
-           "SweDataOptions: {} trajectories of {} states on {}x{} are too many bytes to count", o.n_trajectories,
-           o.states_per_trajectory, o.nlat, o.nlon);
+           "SweDataOptions: {} trajectories of {} states of {} channels on {}x{} are too many bytes to count",
+           o.n_trajectories, o.states_per_trajectory, swe_channels(o), o.nlat, o.nlon);
   return bytes;
 }
 
@@ -126,7 +169,9 @@ SweWork estimate_swe_work(const SweDataOptions& o) {
            "state, {} spin-up steps)",
            o.n_trajectories, o.states_per_trajectory, per_state, spinup);
   const SweSolver solver(swe_solver_options(o));
-  SweTimeStepper stepper(solver, solver.random_initial_condition(swe_trajectory_key(o.seed, 0), o.initial));
+  // A step of trajectory 0 as the generator runs it (with the forcing's transform when it is on).
+  SweTimeStepper stepper(solver, solver.random_initial_condition(swe_trajectory_key(o.seed, 0), o.initial),
+                         swe_trajectory_start_seconds(o, 0));
   stepper.advance(1);  // builds the tables
   const auto t0 = std::chrono::steady_clock::now();
   stepper.advance(1);
@@ -139,14 +184,14 @@ TrajectoryData generate_swe_data(const SweDataOptions& o, const SweProgress& pro
   const SweSolver solver(swe_solver_options(o));
   const int64_t steps = swe_steps_per_state(o), spinup = swe_spinup_steps(o);
   TrajectoryData data;
-  data.variables = {"geopotential", "vorticity", "divergence"};
-  data.units = {"m2 s-2", "s-1", "s-1"};
+  data.variables = swe_variables(o);
+  data.units = swe_units(o);
   data.grid = o.grid;
   data.nlat = o.nlat;
   data.nlon = o.nlon;
   data.dt_hours = o.dt_hours;
   for (int64_t i = 0; i < o.n_trajectories; ++i)
-    data.trajectories.push_back(empty({o.states_per_trajectory, 3, o.nlat, o.nlon}, o.dtype));
+    data.trajectories.push_back(empty({o.states_per_trajectory, swe_channels(o), o.nlat, o.nlon}, o.dtype));
   // One tendency on this thread first, so the transforms' tables are built once, not by every
   // thread at the same time.
   (void)solver.tendency(solver.random_initial_condition(swe_trajectory_key(o.seed, 0), o.initial));

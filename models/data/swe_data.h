@@ -1,10 +1,14 @@
 // The built-in training data: trajectories of the shallow-water solver (swe_solver.h) from random
 // initial conditions, sampled every dt_hours on the training grid, as a TrajectoryData
-// (dataset.h) with channels (geopotential, vorticity, divergence) in SI units.
+// (dataset.h) with channels (geopotential, vorticity, divergence) in SI units; with the forcing on,
+// also the forcing and a diagnostic channel (SweDataOptions::forcing), for an emulator with ACE's
+// three variable roles.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "engine/dtype.h"
 #include "engine/random.h"
@@ -29,6 +33,15 @@ struct SweDataOptions {
   // to whole solver steps.
   double spinup_hours = 24.0;
   Hyperdiffusion hyperdiffusion;
+  // Off (the default): the three prognostic channels, exactly as before the forcing existed. On:
+  // the solver runs with this forcing (spin-up included); trajectory i starts at its own time of
+  // the "year" (swe_trajectory_start_seconds), so the set covers every phase of the season; and
+  // every saved state gains two channels after the three prognostic ones:
+  //   3 "mass_source" (m2 s-3): the forcing Q at that state's time (SweSolver::forcing), the
+  //     forcing an emulator reads from the data at every step and never predicts;
+  //   4 "wind_speed" (m s-1): |u| = sqrt(u^2 + v^2) of that state's wind (SweSolver::winds), a
+  //     diagnostic: a nonlinear function of the state that an emulator predicts, never reads.
+  SweForcing forcing;
   RandomIcOptions initial;
   // Trajectory i starts from the random state keyed by swe_trajectory_key(seed, i): it is the same
   // whatever n_trajectories is, and can be regenerated alone (generate_swe_trajectory).
@@ -47,7 +60,22 @@ int64_t swe_spinup_steps(const SweDataOptions& options);
 // collide with streams other code draws from the same seed.
 RandomKey swe_trajectory_key(uint64_t seed, int64_t index);
 
-// Trajectory `index` alone: (states_per_trajectory, 3, nlat, nlon) in options.dtype.
+// The random key of trajectory i's forcing phase: stream 0x535746'00000000 + i ("SWF"), apart from
+// its initial state's (swe_trajectory_key) and anything else drawn from the seed.
+RandomKey swe_forcing_phase_key(uint64_t seed, int64_t index);
+// The solver time (s) at which trajectory i starts, before its spin-up: 0 without forcing; with it,
+// u * period, u = uniform_f64(w[0], w[1]) of w = philox4x32(swe_forcing_phase_key(seed, i), 0):
+// a function of (seed, i, period) only. Saved state n is at
+// start + (swe_spinup_steps + n * swe_steps_per_state) * dt (SweTimeStepper::time_seconds).
+double swe_trajectory_start_seconds(const SweDataOptions& options, int64_t index);
+
+// The saved channels, in order: geopotential, vorticity, divergence (m2 s-2, s-1, s-1), then with
+// the forcing on mass_source (m2 s-3) and wind_speed (m s-1).
+std::vector<std::string> swe_variables(const SweDataOptions& options);
+std::vector<std::string> swe_units(const SweDataOptions& options);
+int64_t swe_channels(const SweDataOptions& options);  // 3, or 5 with the forcing on
+
+// Trajectory `index` alone: (states_per_trajectory, swe_channels, nlat, nlon) in options.dtype.
 Tensor generate_swe_trajectory(const SweDataOptions& options, int64_t index);
 
 // What generating a data set costs, known before it runs: the solver steps, the bytes of the saved
@@ -60,7 +88,7 @@ struct SweWork {
   int threads = 1;
   double seconds() const;  // the estimate for the whole set
 };
-// The bytes of the saved fields alone (no solver is built); throws when they overflow.
+// The bytes of the saved fields alone, every channel (no solver is built); throws when they overflow.
 int64_t swe_output_bytes(const SweDataOptions& options);
 // Throws gs::Error when the counts overflow (a spin-up of 1e9 hours); never runs the whole set.
 SweWork estimate_swe_work(const SweDataOptions& options);
@@ -69,8 +97,9 @@ SweWork estimate_swe_work(const SweDataOptions& options);
 using SweProgress = std::function<void(int64_t, int64_t)>;
 
 // All n_trajectories trajectories (in parallel over trajectories with OpenMP), with variables
-// {"geopotential", "vorticity", "divergence"} and units {"m2 s-2", "s-1", "s-1"}. Each equals
-// generate_swe_trajectory(options, i) exactly.
+// swe_variables(options) and units swe_units(options). Each equals generate_swe_trajectory(options,
+// i) exactly. The channels are in role order (prognostic | forcing | diagnostic) but the data
+// carries no roles: a configuration's `variables` assign them (select_variables).
 TrajectoryData generate_swe_data(const SweDataOptions& options, const SweProgress& progress = {});
 
 }  // namespace gs::models

@@ -83,6 +83,27 @@ SweSolver::SweSolver(const SweSolverOptions& options) : opt_(options) {
     coriolis_.push_back(2 * opt_.omega * std::sin(lat));
   }
   weights_ = q.weights;
+  for (int64_t k = 0; k < opt_.nlon; ++k)
+    cos_lon_.push_back(std::cos(2 * kPi * static_cast<double>(k) / static_cast<double>(opt_.nlon)));
+
+  const SweForcing& fo = opt_.forcing;
+  if (fo.enabled) {
+    GS_CHECK(std::isfinite(fo.amplitude), "SweSolver: forcing.amplitude must be finite, got {}", fo.amplitude);
+    GS_CHECK(std::isfinite(fo.period_days) && fo.period_days > 0,
+             "SweSolver: expected forcing.period_days > 0, got {}", fo.period_days);
+    GS_CHECK(fo.max_lat_deg >= 0 && fo.max_lat_deg <= 90,
+             "SweSolver: expected 0 <= forcing.max_lat_deg <= 90, got {}", fo.max_lat_deg);
+    GS_CHECK(std::isfinite(fo.width_deg) && fo.width_deg > 0, "SweSolver: expected forcing.width_deg > 0, got {}",
+             fo.width_deg);
+    GS_CHECK(fo.wave1 >= 0 && fo.wave1 <= 1, "SweSolver: expected 0 <= forcing.wave1 <= 1, got {}", fo.wave1);
+    // The relaxation is an explicit term; AB3 is stable for a real decay rate up to 0.54 / dt, and
+    // 4 steps keeps it well inside that with the dynamics on top.
+    GS_CHECK(std::isfinite(fo.relaxation_days) &&
+                 (fo.relaxation_days == 0 || (fo.relaxation_days > 0 && fo.relaxation_days * 86400.0 >= 4 * dt_)),
+             "SweSolver: expected forcing.relaxation_days = 0 (none) or at least 4 time steps ({} s = {:.4g} days), "
+             "got {}",
+             4 * dt_, 4 * dt_ / 86400.0, fo.relaxation_days);
+  }
 
   const Hyperdiffusion& hd = opt_.hyperdiffusion;
   if (hd.enabled) {
@@ -137,7 +158,46 @@ Tensor SweSolver::winds(const Tensor& state) const {
   return dense(sphere::winds_from_vorticity_divergence(narrow(state, 0, 1, 2), spec_, opt_.radius));
 }
 
-Tensor SweSolver::tendency(const Tensor& state) const {
+Tensor SweSolver::forcing(double time_seconds) const {
+  const int64_t H = opt_.nlat, W = opt_.nlon;
+  Tensor q = zeros({H, W}, DType::f64);
+  const SweForcing& fo = opt_.forcing;
+  if (!fo.enabled) return q;
+  GS_CHECK(std::isfinite(time_seconds), "SweSolver::forcing: expected a finite time, got {}", time_seconds);
+  const double deg = kPi / 180;
+  const double centre = fo.max_lat_deg * deg * std::sin(2 * kPi * time_seconds / (fo.period_days * 86400.0));
+  const double width = fo.width_deg * deg;
+  double* p = q.data<double>();
+  double mean = 0;  // <G>: sum_j (w_j / 2) (1 / W) sum_k G_jk, the SHT's own quadrature (weights sum 2)
+  for (int64_t j = 0; j < H; ++j) {
+    const double x = (lat_[static_cast<size_t>(j)] - centre) / width;
+    const double gj = std::exp(-x * x);
+    double row = 0;
+    for (int64_t k = 0; k < W; ++k) {
+      const double g = gj * (1 + fo.wave1 * cos_lon_[static_cast<size_t>(k)]);
+      p[j * W + k] = g;
+      row += g;
+    }
+    mean += 0.5 * weights_[static_cast<size_t>(j)] * row / static_cast<double>(W);
+  }
+  for (int64_t i = 0; i < H * W; ++i) p[i] = fo.amplitude * (p[i] - mean);
+  return q;
+}
+
+// d Phi/dt += Q - (Phi - mean Phi) / tau on degrees l >= 1. Q's l = 0 coefficient, zero up to
+// rounding by construction, is dropped, so the forcing cannot change the total mass at all.
+void SweSolver::add_forcing(const Tensor& state, double t, c128* out) const {
+  const Tensor q = dense(sphere::sht(forcing(t), spec_));  // (L, M)
+  const c128* qs = q.data<c128>();
+  const c128* phi = state.data<c128>();  // field 0 comes first
+  const int64_t M = spec_.mmax, n = spec_.lmax * M;
+  const double tau = opt_.forcing.relaxation_days * 86400.0;
+  for (int64_t i = M; i < n; ++i) out[i] += qs[i];  // i < M is degree 0 (only m = 0 is nonzero)
+  if (tau > 0)
+    for (int64_t i = M; i < n; ++i) out[i] -= phi[i] / tau;
+}
+
+Tensor SweSolver::tendency(const Tensor& state, double time_seconds) const {
   check_state(state, "SweSolver::tendency");
   InferenceModeGuard guard;
   SerialOnSmallGrids serial(opt_);
@@ -181,12 +241,14 @@ Tensor SweSolver::tendency(const Tensor& state) const {
       o[2 * s + i] = cd[i] - lap * bs[i];      // d delta/dt = curl((zeta + f) u) - lap(B)
     }
   }
+  // Without forcing nothing is added (not even zeros), so the unforced arithmetic is unchanged.
+  if (opt_.forcing.enabled) add_forcing(dense(state), time_seconds, o);
   return out;
 }
 
-Tensor SweSolver::integrate(const Tensor& state, int64_t nsteps) const {
+Tensor SweSolver::integrate(const Tensor& state, int64_t nsteps, double start_seconds) const {
   GS_CHECK(nsteps >= 0, "SweSolver::integrate: expected nsteps >= 0, got {}", nsteps);
-  SweTimeStepper stepper(*this, state);
+  SweTimeStepper stepper(*this, state, start_seconds);
   stepper.advance(nsteps);
   return stepper.state();
 }
@@ -227,8 +289,10 @@ SweDiagnostics SweSolver::diagnostics(const Tensor& state) const {
 
 // ---- time stepping
 
-SweTimeStepper::SweTimeStepper(const SweSolver& solver, const Tensor& state) : solver_(solver) {
+SweTimeStepper::SweTimeStepper(const SweSolver& solver, const Tensor& state, double start_seconds)
+    : solver_(solver), start_(start_seconds) {
   solver.check_state(state, "SweTimeStepper");
+  GS_CHECK(std::isfinite(start_seconds), "SweTimeStepper: expected a finite start time, got {}", start_seconds);
   state_ = contiguous_copy(state, /*force_copy=*/true);
 }
 
@@ -270,17 +334,18 @@ void SweTimeStepper::adams_bashforth_step() {
 }
 
 // Kutta's third-order Runge-Kutta in integrating-factor form (the stages of w = E(-t) u, mapped
-// back without ever forming E's inverse), from u0 with k1 = N(u0) = history_[0]:
-//   u_a = E(dt/2) (u0 + dt/2 k1),            k2 = N(u_a)
-//   u_b = E(dt) (u0 - dt k1) + 2 dt E(dt/2) k2,  k3 = N(u_b)
+// back without ever forming E's inverse), from u0 at time t with k1 = N(u0, t) = history_[0]:
+//   u_a = E(dt/2) (u0 + dt/2 k1),            k2 = N(u_a, t + dt/2)
+//   u_b = E(dt) (u0 - dt k1) + 2 dt E(dt/2) k2,  k3 = N(u_b, t + dt)
 //   u1  = E(dt) u0 + dt/6 (E(dt) k1 + 4 E(dt/2) k2 + k3)
+// Each stage's tendency at its own time keeps third order with a time-dependent forcing.
 void SweTimeStepper::runge_kutta3_step() {
-  const double dt = solver_.dt();
+  const double dt = solver_.dt(), t = time_seconds();
   const Tensor& k1 = history_[0];
   const Tensor ua = combine({{1.0, 1, &state_}, {0.5 * dt, 1, &k1}});
-  const Tensor k2 = solver_.tendency(ua);
+  const Tensor k2 = solver_.tendency(ua, t + 0.5 * dt);
   const Tensor ub = combine({{1.0, 2, &state_}, {-dt, 2, &k1}, {2 * dt, 1, &k2}});
-  const Tensor k3 = solver_.tendency(ub);
+  const Tensor k3 = solver_.tendency(ub, t + dt);
   state_ = combine({{1.0, 2, &state_}, {dt / 6, 2, &k1}, {4 * dt / 6, 1, &k2}, {dt / 6, 0, &k3}});
 }
 
@@ -289,7 +354,7 @@ void SweTimeStepper::advance(int64_t nsteps) {
   for (int64_t it = 0; it < nsteps; ++it) {
     history_[2] = history_[1];
     history_[1] = history_[0];
-    history_[0] = solver_.tendency(state_);
+    history_[0] = solver_.tendency(state_, time_seconds());  // N_n at t_n: AB's history is per step time
     if (solver_.options().startup == SweStartup::runge_kutta3 && steps_ < 2) runge_kutta3_step();
     else adams_bashforth_step();
     ++steps_;
@@ -300,7 +365,8 @@ void SweTimeStepper::advance(int64_t nsteps) {
     GS_CHECK(std::isfinite(u[i].real()) && std::isfinite(u[i].imag()),
              "SweTimeStepper: the state became non-finite by step {} (t = {} h) with dt = {} s; the time step is "
              "probably above the stability limit (SweSolver::stable_dt gives {} s here)",
-             steps_, time_seconds() / 3600.0, solver_.dt(), SweSolver::stable_dt(solver_.options()));
+             steps_, static_cast<double>(steps_) * solver_.dt() / 3600.0, solver_.dt(),
+             SweSolver::stable_dt(solver_.options()));
 }
 
 // ---- initial conditions

@@ -9,7 +9,7 @@
 // (s^-1), [2] = divergence delta (s^-1). With u = (u, v) the wind, f = 2 Omega sin(lat):
 //   d zeta/dt  = -div((zeta + f) u)
 //   d delta/dt =  curl((zeta + f) u) - lap(Phi + |u|^2 / 2)
-//   d Phi/dt   = -div(Phi u)
+//   d Phi/dt   = -div(Phi u)  [+ Q(lat, lon, t) - (Phi - mean Phi) / tau with SweForcing on]
 // Time stepping: third-order Adams-Bashforth (started by forward Euler and AB2, or by RK3), with
 // the hyperdiffusion folded in as an exact integrating factor (see SweTimeStepper::advance).
 #pragma once
@@ -42,6 +42,34 @@ struct Hyperdiffusion {
 // each), so the whole run is third-order accurate.
 enum class SweStartup { euler_ab2, runge_kutta3 };
 
+// A prescribed, time-dependent mass source in the geopotential equation (off by default), with a
+// Newtonian relaxation as its sink: a forced-dissipative shallow-water model, the toy climate of
+// the forced training set (swe_data.h). With the source's centre latitude
+// phi_c(t) = M sin(2 pi t / P) swinging like the sun over a "year" of P,
+//   G(lat, lon, t) = exp(-((lat - phi_c(t)) / w)^2) (1 + mu cos(lon))
+//   Q(lat, lon, t) = A (G(lat, lon, t) - <G>(t))      (m^2 s^-3, added to d Phi/dt)
+// lat and lon in radians, lon east from 0 (grid column 0, where the wave-1 "continent" peaks), t the
+// solver time in seconds (SweTimeStepper: its start time plus the steps taken), <G> the area mean
+// of G under the grid's quadrature (the weights of the SHT). Subtracting <G> makes Q a pure
+// redistribution of mass: the solver adds Q's spectral coefficients with the l = 0 one set to
+// exactly 0, so the total mass is conserved to rounding, as without forcing. SweSolver::forcing
+// gives the grid field Q; the solver adds its truncation to the solver's degrees (l < lmax).
+// The relaxation adds -(Phi - mean Phi) / tau (every degree l >= 1, so mass again untouched):
+// without it the swinging source's time mean (positive within +-M, negative poleward) would pile
+// mass up without bound over a long run; with it the geopotential's response is bounded, about
+// A tau / sqrt(1 + (2 pi tau / P)^2), lagging the source. Q is evaluated at the exact time of each
+// tendency (tendency's time argument): AB3 at each step's time, RK3's stages at t, t + dt/2, t + dt.
+struct SweForcing {
+  // Off: the solver does exactly the unforced arithmetic (no term is added, not even a zero).
+  bool enabled = false;
+  double amplitude = 1.0e-2;     // A (m^2 s^-3): a depth change dh/dt = A / g, 88 m a day at 1e-2
+  double period_days = 20.0;     // P: the "year", short so a short run sees the season move
+  double max_lat_deg = 30.0;     // M in [0, 90]: the centre swings between -M and +M
+  double width_deg = 20.0;       // w > 0: the e-folding half-width in latitude
+  double wave1 = 0.5;            // mu in [0, 1]: zonal wavenumber-1 modulation (0: zonally uniform)
+  double relaxation_days = 5.0;  // tau; 0: no relaxation. At least 4 time steps (explicit stepping)
+};
+
 struct SweSolverOptions {
   sphere::GridKind grid = sphere::GridKind::equiangular;
   int64_t nlat = 32, nlon = 64;
@@ -57,6 +85,7 @@ struct SweSolverOptions {
   double gravity = 9.80616;       // m s^-2
   double mean_depth = 1.0e4;      // m: the mean geopotential is gravity * mean_depth
   Hyperdiffusion hyperdiffusion;
+  SweForcing forcing;
 };
 
 // Area integrals over the sphere (quadrature of the grid fields), per unit density.
@@ -120,10 +149,14 @@ class SweSolver {
   static double galewsky_wind(double lat);
 
   // ---- dynamics
-  // d state / dt without hyperdiffusion, (3, lmax, mmax) c128.
-  Tensor tendency(const Tensor& state) const;
-  // `nsteps` steps from `state`, starting the Adams-Bashforth history afresh.
-  Tensor integrate(const Tensor& state, int64_t nsteps) const;
+  // d state / dt without hyperdiffusion, (3, lmax, mmax) c128, at solver time `time_seconds` (the
+  // time the forcing is evaluated at; ignored without forcing).
+  Tensor tendency(const Tensor& state, double time_seconds = 0.0) const;
+  // `nsteps` steps from `state` at time `start_seconds`, starting the Adams-Bashforth history afresh.
+  Tensor integrate(const Tensor& state, int64_t nsteps, double start_seconds = 0.0) const;
+  // The forcing's grid field Q at solver time `time_seconds`, (nlat, nlon) f64 in m^2 s^-3 (the
+  // formula at SweForcing); all zeros when the forcing is off.
+  Tensor forcing(double time_seconds) const;
 
   // The grid's latitudes (radians, north to south), one per row.
   const std::vector<double>& latitudes() const { return lat_; }
@@ -134,25 +167,31 @@ class SweSolver {
   // The hyperdiffusion factor exp(-nu_l tau) of `field` (0 Phi, 1 zeta, 2 delta) at degree l over
   // tau = half_steps * dt / 2, half_steps in {0, 1, 2, 4, 6} (1 where nothing is damped).
   double damping(int field, int64_t l, int half_steps) const;
+  // Adds the forcing's terms at time t to the tendency `out` of `state` (both contiguous).
+  void add_forcing(const Tensor& state, double t, c128* out) const;
 
   SweSolverOptions opt_;
   sphere::ShtSpec spec_;
   double dt_ = 0;
   std::vector<double> lat_, coriolis_, weights_;  // per row; weights: quadrature, sum 2
+  std::vector<double> cos_lon_;                   // per column: cos(2 pi k / nlon), the forcing's wave 1
   std::vector<double> factor_[7];  // [h]: exp(-nu_l h dt / 2) per degree l, for h = 1, 2, 4, 6
 };
 
 // Time stepping with a persistent Adams-Bashforth history, so a long run sampled every few steps
 // is one continuous AB3 integration (SweSolverOptions::startup only for its first two steps).
 // Holds a reference to the solver, which must outlive it.
+// `start_seconds` is the solver time of `state`, which only the forcing sees (its phase in the
+// "year"); time_seconds() is start_seconds + steps_taken() * dt, computed afresh (not accumulated),
+// so the same step count always gives the same time.
 class SweTimeStepper {
  public:
-  SweTimeStepper(const SweSolver& solver, const Tensor& state);
+  SweTimeStepper(const SweSolver& solver, const Tensor& state, double start_seconds = 0.0);
   void advance(int64_t nsteps);
   // state() is replaced by a new tensor at each step: a handle taken earlier keeps its values.
   const Tensor& state() const { return state_; }
   int64_t steps_taken() const { return steps_; }
-  double time_seconds() const { return static_cast<double>(steps_) * solver_.dt(); }
+  double time_seconds() const { return start_ + static_cast<double>(steps_) * solver_.dt(); }
 
  private:
   const SweSolver& solver_;
@@ -169,6 +208,7 @@ class SweTimeStepper {
   Tensor state_;               // (3, lmax, mmax) c128
   Tensor history_[3];          // tendencies at the last three steps, newest first
   int64_t steps_ = 0;
+  double start_ = 0;           // solver time of the initial state (s)
 };
 
 }  // namespace gs::models

@@ -1,6 +1,7 @@
 // netcdf_poke FILE VARIABLE SAMPLE TIME ROW COLUMN: sets one value of a (sample, time, lat, lon)
-// variable to NaN in place, so a test can damage exactly one rank's tile of a data file
-// (train_mpi_test.sh). Exit status 0 on success, 1 with a message otherwise.
+// variable to +infinity in place (a bad value: a NaN would be a missing value, masked), so a test
+// can damage exactly one rank's tile of a data file (train_mpi_test.sh). Exit status 0 on success,
+// 1 with a message otherwise.
 #include <netcdf.h>
 
 #include <cmath>
@@ -24,8 +25,14 @@ int main(int argc, char** argv) {
   check(nc_inq_varndims(id, var, &ndims), "read its dims");
   std::vector<size_t> index;
   for (int k = 4 - ndims; k < 4; ++k) index.push_back(std::strtoul(argv[3 + k], nullptr, 10));
-  const double nan = std::nan("");
-  check(nc_put_var1_double(id, var, index.data(), &nan), "write the value");
+  nc_type type = NC_DOUBLE;
+  check(nc_inq_vartype(id, var, &type), "read its type");
+  // In the variable's own type: the library refuses to convert an infinite double to float.
+  const float bad_f = INFINITY;
+  const double bad_d = INFINITY;
+  check(type == NC_FLOAT ? nc_put_var1_float(id, var, index.data(), &bad_f)
+                         : nc_put_var1_double(id, var, index.data(), &bad_d),
+        "write the value");
   check(nc_close(id), "close");
   return 0;
 }

@@ -12,7 +12,7 @@
 #      seconds and the last checkpoint stays loadable; a checkpoint that cannot be written ends every
 #      rank with rank 0's message, leaving no temporary file;
 #   5. tile reads: the generated data a multi-process run wrote once, read back as NetCDF files
-#      (each rank its tiles) on 1x2x2 and 2x1x2, ends where one process does; a NaN in one rank's
+#      (each rank its tiles) on 1x2x2 and 2x1x2, ends where one process does; an infinity in one rank's
 #      tile, or a file missing on one rank only, ends every rank in seconds with that rank's
 #      message; rollout under mpiexec prints the scores of one process.
 # Usage: train_mpi_test.sh MPIEXEC GRADSPHERE CHECKPOINT_DIFF NETCDF_POKE
@@ -190,7 +190,7 @@ fi
 grep -q "\[rank 3\] error: NetCDF file 'data/swe_train.nc': expected a regular file, but it does not exist" \
   "$work/gone.log" || fail "no message from rank 3 naming the missing file: $(cat "$work/gone.log")"
 echo "ok: a file missing on one rank ends the job in $(( $(date +%s) - start )) s with rank 3's message"
-# A NaN in the south-east quarter of the training data: only rank 3 of 1x2x2 reads it. The ranks
+# An infinity in the south-east quarter of the training data: only rank 3 of 1x2x2 reads it. The ranks
 # that the failed job's abort killed may still be exiting after mpiexec returned, holding HDF5's
 # lock on this file (seen since the CUDA libraries, large to unmap, are linked; waiting until
 # pgrep no longer lists them was not enough, likely because an exiting process's command line is
@@ -203,11 +203,11 @@ done
 (( poked )) || fail "could not write the data file for 10 s: $(cat "$work/poke.err")"
 start=$(date +%s)
 if timeout 120 "$mpiexec" -n 4 "$gs" train "$work/nc.yaml" --out "$work/nc-nan" --grid 1x2x2 > "$work/nan.log" 2>&1; then
-  fail "a run with a NaN in its data succeeded"
+  fail "a run with an infinity in its data succeeded"
 fi
 (( $(date +%s) - start <= 60 )) || fail "a bad tile took more than 60 s to end the job"
-grep -q "\[rank 3\] error: NetCDF file 'data/swe_train.nc': variable 'vorticity' has a missing or non-finite value (nan) at sample 1, time 4, lat row 12, lon column 30" \
+grep -q "\[rank 3\] error: NetCDF file 'data/swe_train.nc': variable 'vorticity' has an infinite value (inf) at sample 1, time 4, lat row 12, lon column 30" \
   "$work/nan.log" || fail "no message from rank 3 naming the bad value: $(cat "$work/nan.log")"
-echo "ok: a NaN in one rank's tile ends the job in $(( $(date +%s) - start )) s with rank 3's message"
+echo "ok: an infinity in one rank's tile ends the job in $(( $(date +%s) - start )) s with rank 3's message"
 cd - > /dev/null
 echo "train-mpi: all checks passed"

@@ -1,0 +1,86 @@
+// The masked, scaled loss of one rollout step (step_loss.h).
+#include "models/step_loss.h"
+
+#include "distributed/sphere_blocks.h"
+#include "engine/autograd/grad_mode.h"
+#include "engine/error.h"
+#include "engine/factory.h"
+#include "ops/ops.h"
+#include "ops/sphere/sfno_blocks.h"
+
+namespace gs::models {
+namespace {
+
+// (C) -> (1, C, 1, 1), broadcast against (B, C, H, W).
+Tensor per_channel(const Tensor& scale) { return reshape(scale, {1, scale.numel(), 1, 1}); }
+
+// (B, C, H, W) -> (B, C): the whole sphere's area-weighted mean.
+Tensor sphere_mean(const Tensor& x, const std::vector<double>& area_weights, int64_t nlon, const Tensor& aw,
+                   const dist::ProcessGrid& grid) {
+  return grid.spatially_split() ? dist::area_weighted_mean(x, area_weights, nlon, grid)
+                                : sphere::area_weighted_mean(x, aw);
+}
+
+// 1 (in x's dtype) where x has a value, and x with 0 where it is missing.
+std::pair<Tensor, Tensor> mask_and_filled(const Tensor& x) {
+  NoGradGuard no_grad;
+  const Tensor valid = present(x);
+  return {to(valid, x.dtype()), where(valid, x, zeros({}, x.dtype(), x.device()))};
+}
+
+}  // namespace
+
+Tensor present(const Tensor& x) {
+  NoGradGuard no_grad;
+  return eq(x, x);  // false only for NaN
+}
+
+bool has_missing(const Tensor& x) { return !all_true(present(x)); }
+
+Tensor fill_missing(const Tensor& x) { return mask_and_filled(x).second; }
+
+Tensor step_loss(const Tensor& pred, const Tensor& target, const StepLossSpec& spec, const Tensor& area_weights,
+                 const dist::ProcessGrid& grid, const StepMask* mask) {
+  GS_CHECK(pred.sizes() == target.sizes(), "step loss: expected the target {} to have the prediction's shape {}",
+           target.meta_str(), pred.meta_str());
+  GS_CHECK(!spec.scale.defined() || (spec.scale.dim() == 1 && spec.scale.size(0) == pred.size(1)),
+           "step loss: expected one loss scale per output channel ({}), got {}", pred.size(1), spec.scale.meta_str());
+  if (!mask) {
+    if (!spec.scale.defined())  // the stepper's loss as it always was
+      return grid.spatially_split() ? dist::area_weighted_mse(pred, target, spec.area_weights, spec.nlon, grid)
+                                    : sphere::area_weighted_mse(pred, target, area_weights);
+    const Tensor e = mul(sub(pred, target), per_channel(spec.scale));
+    return mean(sphere_mean(mul(e, e), spec.area_weights, spec.nlon, area_weights, grid));
+  }
+  GS_CHECK(mask->weights.defined() && mask->weights.numel() == pred.size(1),
+           "step loss: expected the mask weights of {} output channels, got {}", pred.size(1), mask->weights.meta_str());
+  const auto [m, filled] = mask_and_filled(target);
+  Tensor e = sub(pred, filled);
+  if (spec.scale.defined()) e = mul(e, per_channel(spec.scale));
+  const Tensor num = sum(sphere_mean(mul(mul(e, e), m), spec.area_weights, spec.nlon, area_weights, grid), {0});  // (C)
+  Tensor den;
+  double channels = 0;
+  {
+    NoGradGuard no_grad;
+    const Tensor empty_channel = to(eq(mask->weights, 0.0), num.dtype());
+    den = add(to(mask->weights, num.dtype()), empty_channel);  // a channel missing everywhere: 0 / 1, not counted
+    channels = static_cast<double>(mask->weights.numel()) - sum(empty_channel).item<double>();
+  }
+  return mul(sum(div(num, den)), mask->batch_factor / std::max(channels, 1.0));
+}
+
+Tensor local_mask_weights(const Tensor& target, const StepLossSpec& spec, const Tensor& area_weights,
+                          const dist::ProcessGrid& grid) {
+  NoGradGuard no_grad;
+  return sum(sphere_mean(mask_and_filled(target).first, spec.area_weights, spec.nlon, area_weights, grid), {0});
+}
+
+MaskedSums masked_square_sums(const Tensor& err, const std::vector<double>& area_weights, int64_t nlon,
+                              const dist::ProcessGrid& grid) {
+  NoGradGuard no_grad;
+  const auto [m, e] = mask_and_filled(err);
+  const Tensor aw = to(to(from_vector(area_weights), err.dtype()), err.device());
+  return {sphere_mean(mul(e, e), area_weights, nlon, aw, grid), sphere_mean(m, area_weights, nlon, aw, grid)};
+}
+
+}  // namespace gs::models
