@@ -194,12 +194,7 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
       ctx.first_sample = first_sample;
       // The forcing at the step's input time t_k: the batch input's, then the targets' before.
       const Tensor x = model_input(state, k == 0 ? data0 : fill_missing(select(targets, 1, k - 1)), l);
-      pred = model_->forward(x, ctx);  // (b, P + D, H, W)
-      GS_CHECK(pred.defined() && pred.dim() == 4 && pred.size(0) == x.size(0) && pred.size(1) == l.model_outputs() &&
-                   pred.size(2) == x.size(2) && pred.size(3) == x.size(3) && pred.dtype() == x.dtype(),
-               "Stepper: the model must map its input {} ({} prognostic + {} forcing channels) to a prediction of {} "
-               "channels ({} prognostic + {} diagnostic) on the same grid and dtype, got {}",
-               x.meta_str(), l.prognostic, l.forcing, l.model_outputs(), l.prognostic, l.diagnostic, pred.meta_str());
+      pred = run_model(x, ctx, l, "Stepper");  // (b, P + D, H, W)
       StepMask mask;
       if (masked) mask = {masks[static_cast<size_t>(k)], global_batch / static_cast<double>(input.size(0))};
       // On a split sphere the loss is the whole sphere's, replicated over the spatial group.
@@ -335,6 +330,18 @@ TrainResult Stepper::train_on_batch(const Batch& batch) {
   return r;
 }
 
+Tensor Stepper::run_model(const Tensor& x, const ForwardContext& ctx, const ChannelLayout& l, const char* what) {
+  Tensor pred = model_->forward(x, ctx);
+  GS_CHECK(pred.defined() && pred.dim() == 4 && pred.size(0) == x.size(0) && pred.size(1) == l.model_outputs() &&
+               pred.size(2) == x.size(2) && pred.size(3) == x.size(3) && pred.dtype() == x.dtype(),
+           "{}: the model must map its input {} ({} prognostic + {} forcing channels) to a prediction of {} channels ({} "
+           "prognostic + {} diagnostic) on the same grid and dtype, got {}",
+           what, x.meta_str(), l.prognostic, l.forcing, l.model_outputs(), l.prognostic, l.diagnostic, pred.meta_str());
+  if (!o_.residual_prediction) return pred;
+  const Tensor change = add(narrow(pred, 1, 0, l.prognostic), narrow(x, 1, 0, l.prognostic));
+  return l.diagnostic == 0 ? change : cat({change, narrow(pred, 1, l.prognostic, l.diagnostic)}, 1);
+}
+
 Tensor Stepper::forecast_step(const Tensor& prognostic, const Tensor& forcing, int64_t step, uint64_t rollout_id,
                               int64_t first_sample) {
   GS_CHECK(prognostic.defined() && prognostic.dim() == 4, "Stepper::forecast_step: expected a state (B, P, H, W), got {}",
@@ -347,7 +354,11 @@ Tensor Stepper::forecast_step(const Tensor& prognostic, const Tensor& forcing, i
   ctx.noise_key = stepper_predict_key(o_.seed, rollout_id, step);
   ctx.first_sample = first_sample >= 0 ? first_sample : grid_.data_rank() * prognostic.size(0);
   const Tensor x = forcing.defined() ? cat({fill_missing(prognostic), fill_missing(forcing)}, 1) : fill_missing(prognostic);
-  return model_->forward(x, ctx);
+  const ChannelLayout l = o_.layout.total() == 0 ? ChannelLayout::all_prognostic(prognostic.size(1)) : o_.layout;
+  GS_CHECK(prognostic.size(1) == l.prognostic && (forcing.defined() ? forcing.size(1) : 0) == l.forcing,
+           "Stepper::forecast_step: expected {} prognostic and {} forcing channels, got {} and {}", l.prognostic,
+           l.forcing, prognostic.size(1), forcing.defined() ? forcing.size(1) : 0);
+  return run_model(x, ctx, l, "Stepper::forecast_step");
 }
 
 Tensor Stepper::predict(const Tensor& input, int64_t n_steps, uint64_t rollout_id, int64_t first_sample,

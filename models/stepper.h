@@ -47,6 +47,10 @@ struct StepperOptions {
   uint64_t seed = 0;                    // noise keys (stepper_noise_key)
   // The data's channel roles; total() == 0: every channel prognostic (in == out).
   ChannelLayout layout{};
+  // fme's StepperConfig.residual_prediction: the model predicts the change of the prognostic
+  // channels, which the stepper adds to their input (normalised units); diagnostics are predicted
+  // as they are. (SfnoOptions::residual_prediction is torch-harmonics' in-network residual.)
+  bool residual_prediction = false;
   // Per output channel (prognostic, then diagnostic): the factor the normalised prediction and
   // target are multiplied by before the squared error (step_loss.h); empty: 1 for every channel.
   std::vector<double> loss_scale;
@@ -143,6 +147,9 @@ class Stepper {
   // The model's input at rollout step k from the prognostic state and the data (step_input and
   // targets as in the batch), and the output channels of a state of the data.
   Tensor model_input(const Tensor& state, const Tensor& data_at_input_time, const ChannelLayout& l) const;
+  // The model's prediction from its input x (P + F channels) with the stepper's residual, checked
+  // to be (B, P + D, H, W) in x's dtype; `what` names the caller in the error.
+  Tensor run_model(const Tensor& x, const ForwardContext& ctx, const ChannelLayout& l, const char* what);
   StepLossSpec loss_spec(DType dtype, Device device) const;
   // When the batch has missing values on any rank (every rank takes the same decision): per rollout
   // step, the global batch's mask weights (step_loss.h), summed over the data replicas; else empty.

@@ -76,11 +76,9 @@ void write_outputs(const fs::path& out, const InferenceMetrics::Result& r, const
     write_plot((out / "global_means" / (v + ".png")).string(), {truth, pred},
                PlotOptions{.title = "global mean of " + v + units, .x_label = "lead (hours)", .y_label = v + units});
     const Tensor bias = select(r.bias, 0, static_cast<int64_t>(c));
-    write_png(compose_panels({{"time-mean bias",
+    write_png(compose_panels({{fmt::format("RMSE {:.3g}, mean {:.3g}", r.rmse_of_time_mean[c], r.global_mean_bias[c]),
                                field_image(bias, FieldStyle{.cmap = Colormap::diverging, .scale = map_scale})}},
-                             fmt::format("{}{}: prediction - truth, mean over {} steps; RMSE {:.4g}, global mean {:.4g}",
-                                         v, units, r.mean_prediction.size(), r.rmse_of_time_mean[c],
-                                         r.global_mean_bias[c])),
+                             fmt::format("{} bias{}", v, units)),
               (out / "time_mean_bias" / (v + ".png")).string());
   }
 }

@@ -98,7 +98,8 @@ std::vector<models::VariableRequest> read_variables(const ConfigNode& data) {
     for (auto role : {models::VariableRole::prognostic, models::VariableRole::forcing, models::VariableRole::diagnostic})
       if (v.has(models::role_name(role))) read_variable_list(v, models::role_name(role), role, out);
       else v.accept(models::role_name(role));
-    GS_CHECK(!out.empty(), "data.variables: expected at least one of prognostic, forcing, diagnostic with variables");
+    GS_CHECK(!out.empty(), "data.variables: expected a list of variables, or lists under prognostic, forcing and "
+             "diagnostic; got the keys [{}]", fmt::join(v.keys(), ", "));
   }
   (void)models::in_role_order(out);  // a name listed twice is an error here, before any data is read
   int64_t predicted = 0;
@@ -245,6 +246,7 @@ void read_training(const ConfigNode& n, TrainingConfig& t) {
   GS_CHECK(s.micro_batches <= t.batch_size, "training.micro_batches: expected at most batch_size ({}), got {}",
            t.batch_size, s.micro_batches);
   s.clip_grad_norm = n.get_real_or("clip_grad_norm", s.clip_grad_norm, {.min = 0});
+  s.residual_prediction = n.get_bool_or("residual_prediction", s.residual_prediction);
   t.log_every = n.get_int_or("log_every", t.log_every, {.min = 1});
   t.checkpoint_every = n.get_int_or("checkpoint_every", t.checkpoint_every, {.min = 1});
   // A non-finite loss stops the run from the training loop, which keeps the last good checkpoint.

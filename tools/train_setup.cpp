@@ -68,16 +68,22 @@ models::TrajectoryData generate_bounded(const models::SweDataOptions& options, c
 std::shared_ptr<models::TrajectorySource> generated(const models::SweDataOptions& options, const char* name,
                                                     double max_minutes, const dist::ProcessGrid& grid,
                                                     const std::filesystem::path& scratch_dir) {
-  if (grid.is_single_process())
-    return models::memory_source(generate_bounded(options, name, max_minutes, /*report=*/true));
+  const std::filesystem::path path = scratch_dir / fmt::format("swe_{}.nc", name);
+  const models::NetcdfWriteOptions write{.title = fmt::format("gradsphere generated shallow-water {} set", name),
+                                         .history = "written by gradsphere train (rollout --data reads it)"};
+  if (grid.is_single_process()) {
+    models::TrajectoryData data = generate_bounded(options, name, max_minutes, /*report=*/true);
+    if (!scratch_dir.empty()) {  // kept beside the run, for rollout --data and for inspection
+      std::filesystem::create_directories(scratch_dir);
+      models::write_netcdf(path, data, write);
+    }
+    return models::memory_source(std::move(data));
+  }
   GS_CHECK(!scratch_dir.empty(), "data: generated data on {} processes needs a directory to write it to",
            grid.world_size());
-  const std::filesystem::path path = scratch_dir / fmt::format("swe_{}.nc", name);
   if (grid.is_root()) {
     std::filesystem::create_directories(scratch_dir);
-    models::write_netcdf(path, generate_bounded(options, name, max_minutes, /*report=*/true),
-                         {.title = fmt::format("gradsphere generated shallow-water {} set", name),
-                          .history = "written by rank 0 for the tile reads of a multi-process run"});
+    models::write_netcdf(path, generate_bounded(options, name, max_minutes, /*report=*/true), write);
   }
   grid.comm(dist::Group::world)->barrier();
   models::NetcdfReadOptions read;

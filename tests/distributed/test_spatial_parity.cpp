@@ -324,3 +324,69 @@ TEST_CASE("spatial parity: unequal data-parallel shares are refused on every ran
     CHECK(gs_test::contains(e, "the data-parallel replicas hold batches of 1 to 2 samples"));
   });
 }
+
+TEST_CASE("spatial parity: roles (a forcing in, a diagnostic out), missing values and loss scales equal one process") {
+  // Data channels: 2 prognostic | 1 forcing | 1 diagnostic; the SFNO maps 3 channels to 3. NaN at
+  // fixed global points (a few tiles only): every rank must take the masked loss alike.
+  const ChannelLayout layout{2, 1, 1};
+  gs::test::for_each_grid([&](const ProcessGrid& g) {
+    for (auto [grid, nlat, nlon] : {std::tuple<const char*, int64_t, int64_t>{"equiangular", 9, 18},
+                                    {"legendre-gauss", 17, 32}}) {
+      Case c{Net::sfno, grid, nlat, nlon, DType::f64, 2};
+      CAPTURE(c.label());
+      const int64_t D = g.data_size(), B = 2 * D;
+      auto make = [&](const ProcessGrid& pg) {
+        SfnoOptions o;
+        o.img_size = {nlat, nlon};
+        o.grid = grid;
+        o.in_chans = layout.model_inputs();
+        o.out_chans = layout.model_outputs();
+        o.embed_dim = 4;
+        o.num_layers = 2;
+        o.scale_factor = 1;
+        o.hard_thresholding_fraction = 0.5;
+        o.dtype = DType::f64;
+        o.seed = 8;
+        return std::make_shared<SFNO>(o, pg);
+      };
+      auto ref = make(ProcessGrid()), dm = make(g);
+      randomize_alike(*ref, *dm, g, 79);
+      const std::vector<double> aw = area_weights_for(c);
+      Tensor x = randn({B, layout.total(), nlat, nlon}, {51, 1}, DType::f64);
+      Tensor t = randn({B, 2, layout.total(), nlat, nlon}, {51, 2}, DType::f64);
+      {
+        NoGradGuard ng;
+        double* pt = t.data<double>();
+        double* px = x.data<double>();
+        const int64_t field = nlat * nlon;
+        pt[((0 * 2 + 0) * 4 + 0) * field + 3 * nlon + 1] = NAN;        // a prognostic target, north
+        pt[((B - 1) * 2 + 1) * 4 * field + 3 * field + field - 2] = NAN;  // the diagnostic, south-east
+        pt[((1 * 2 + 0) * 4 + 2) * field + 5] = NAN;                   // the forcing of step 1
+        px[(0 * 4 + 1) * field + field / 2] = NAN;                     // the initial state
+      }
+      StepperOptions so;
+      so.layout = layout;
+      so.loss_scale = {1.5, 1.0, 0.5};
+      so.residual_prediction = true;
+      so.micro_batches = 2;
+      const AdamOptions adam{.lr = 0.01, .eps = 1e-3};
+      Stepper sr(ref, std::make_shared<Adam>(ref->named_parameters(), adam), aw, so);
+      Stepper sd(dm, std::make_shared<Adam>(dm->named_parameters(), adam), aw, so);
+      sd.set_distributed(g);
+      const Batch whole{x, t}, mine{part_of(x, g), part_of(t, g)};
+      const TrainResult rr = sr.compute_gradients(whole), rd = sd.compute_gradients(mine);
+      REQUIRE(std::isfinite(rr.loss));
+      for (size_t s = 0; s < rr.step_losses.size(); ++s)
+        CHECK(std::abs(rd.step_losses[s] - rr.step_losses[s]) <= 1e-12 * std::abs(rr.step_losses[s]));
+      check_parameters(*ref, *dm, g, DType::f64, true, "raw gradients with masks");
+      for (int k = 0; k < 3; ++k) {
+        const TrainResult a = sr.train_on_batch(whole), b = sd.train_on_batch(mine);
+        CHECK(b.applied);
+        CHECK(std::abs(b.loss - a.loss) <= 1e-12 * std::abs(a.loss));
+      }
+      check_parameters(*ref, *dm, g, DType::f64, false, "after 3 Adam steps with masks");
+      const Tensor pr = sr.predict(whole.input, 2, 3, 0, whole.targets);
+      CHECK(rel_err(sd.predict(mine.input, 2, 3, g.data_rank() * 2, mine.targets), part_of(pr, g), max_abs(pr)) <= 1e-12);
+    }
+  });
+}
