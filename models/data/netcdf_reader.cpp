@@ -154,8 +154,8 @@ FileReader::FileReader(const fs::path& path, const NetcdfReadOptions& opt) : f_(
     f.bad("expected coordinate variables for its latitude '{}' and longitude '{}' (degrees)", coords.lat.name,
           coords.lon.name);
   for (const CfCoordinate* c : {&coords.lat, &coords.lon}) {
-    const std::string units = lower(f.text_attr(c->var, "units").value_or("degrees"));
-    if (units.rfind("degree", 0) != 0)
+    const std::string units = f.text_attr(c->var, "units").value_or("degrees");
+    if (lower(units).rfind("degree", 0) != 0)
       f.bad("coordinate '{}' has units '{}'; expected degrees", c->name, units);
   }
 
@@ -487,7 +487,14 @@ class NetcdfSource final : public TrajectorySource {
                  f->path().string());
       return true;
     }
-    return no_samples && timed && files_[1]->times()->first > files_[0]->times()->last;
+    if (!no_samples || !timed) return false;
+    // Times of two calendars cannot be compared: such files are not one data set.
+    for (const auto& f : files_)
+      GS_CHECK(f->times()->units.calendar == files_.front()->times()->units.calendar,
+               "NetCDF files '{}' and '{}' use the calendars {} and {}; the files of one data set need one calendar",
+               files_.front()->path().string(), f->path().string(),
+               calendar_name(files_.front()->times()->units.calendar), calendar_name(f->times()->units.calendar));
+    return files_[1]->times()->first > files_[0]->times()->last;
   }
 
   void build_time_join() {
@@ -542,8 +549,9 @@ class NetcdfSource final : public TrajectorySource {
     if (files_.size() > 1)
       info_.notes.push_back(fmt::format("{} files read as {} separate trajectories (data.netcdf.join: {})",
                                         files_.size(), info_.states.size(),
-                                        files_.front()->has_sample_dim() ? "files with a sample dimension"
-                                                                         : "they do not follow each other in time"));
+                                        std::any_of(files_.begin(), files_.end(), [](const auto& f) { return f->has_sample_dim(); })
+                                            ? "files with a sample dimension hold several trajectories each"
+                                            : "they do not follow each other in time"));
   }
 
   void check_same(const TrajectoryInfo& next, const fs::path& path, const fs::path& first) const {
@@ -582,7 +590,11 @@ std::shared_ptr<TrajectorySource> open_netcdf(const std::vector<fs::path>& paths
   NetcdfReadOptions o = opt;
   o.variables = std::move(ordered);
   auto source = std::make_shared<NetcdfSource>(paths, o);
-  (void)source->info().layout();  // at least one predicted channel
+  try {
+    (void)source->info().layout();  // at least one predicted channel
+  } catch (const Error& e) {
+    fail("NetCDF file '{}': {}", paths.front().string(), e.what());
+  }
   return source;
 }
 

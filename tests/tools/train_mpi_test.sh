@@ -179,6 +179,22 @@ cmp <(grep -E "^  lead" "$work/roll4.log") <(grep -E "^  lead" "$work/roll1.log"
 [[ -s "$work/roll4/rollout.nc" && -s "$work/roll4/truth.nc" ]] || fail "rollout on 1x2x2 wrote no NetCDF files"
 [[ $(grep -c "forecast:" "$work/roll4.log") == 1 ]] || fail "more than one rank of the rollout wrote files"
 echo "ok: rollout under mpiexec on 1x2x2 gives the one-process scores"
+# Forced rollout (rollout --data, streamed): 1x2x2 writes what one process writes, within f32 rounding.
+run "$work/force1.log" "$gs" rollout "$work/nc-one/checkpoint.safetensors" --data data/swe_validation.nc --steps 6 \
+  --out "$work/force1"
+run "$work/force4.log" "$mpiexec" -n 4 "$gs" rollout "$work/nc-one/checkpoint.safetensors" --data data/swe_validation.nc \
+  --steps 6 --out "$work/force4" --grid 1x2x2
+for f in global_means.csv inference_metrics.csv; do
+  [[ -s "$work/force4/$f" ]] || fail "forced rollout on 1x2x2 wrote no $f"
+  paste -d, "$work/force1/$f" "$work/force4/$f" | awk -F, -v file="$f" '
+    NR == 1 { half = NF / 2; next }
+    { for (i = 1; i <= half; ++i) { a = $i; b = $(i + half)
+        if (a ~ /^-?[0-9.]+([eE][-+]?[0-9]+)?$/ && a + 0 != 0) { d = (a - b) / a; if (d < 0) d = -d; if (d > 1e-4) { print file ": row " NR ", column " i ": " a " vs " b; bad = 1 } }
+        else if (a != b) { print file ": row " NR ", column " i ": " a " vs " b; bad = 1 } } }
+    END { exit bad }' || fail "forced rollout on 1x2x2 differs from one process"
+done
+[[ $(grep -c "predictions:" "$work/force4.log") == 1 ]] || fail "more than one rank of the forced rollout wrote files"
+echo "ok: forced rollout (--data, streamed) under mpiexec on 1x2x2 writes the one-process metrics"
 # A file missing on one rank only (as node-local storage can be): rank 3 starts elsewhere.
 start=$(date +%s)
 if timeout 120 "$mpiexec" -n 3 -wdir "$work/nc" "$gs" train "$work/nc.yaml" --out "$work/nc-gone" --grid 1x2x2 : \
