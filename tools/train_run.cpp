@@ -108,10 +108,16 @@ models::TrainResult TrainingRun::train_step() {
   auto windows = batch_windows(data_.train_windows, cfg_.training.batch_size, cfg_.seed, step());
   const dist::Block share = dist::split_block(static_cast<int64_t>(windows.size()), grid_.data_size(), grid_.data_rank());
   windows = std::vector<Window>(windows.begin() + share.start, windows.begin() + share.start + share.count);
+  const auto t0 = std::chrono::steady_clock::now();
   models::Batch batch = models::make_batch(*data_.train, data_.normalizer, windows, cfg_.training.rollout_steps,
                                           cfg_.data.dtype, {rows_.start, rows_.count}, {cols_.start, cols_.count});
   if (!device_.is_cpu()) batch = {to(batch.input, device_), to(batch.targets, device_)};
-  return stepper_->train_on_batch(batch);
+  const auto t1 = std::chrono::steady_clock::now();
+  models::TrainResult r = stepper_->train_on_batch(batch);
+  timing_.data_seconds += std::chrono::duration<double>(t1 - t0).count();
+  timing_.compute_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  ++timing_.steps;
+  return r;
 }
 
 ValidationScores TrainingRun::validate() {

@@ -45,6 +45,13 @@ class TrainingRun {
   int64_t step() const { return stepper_->global_step(); }
   // One optimizer step on the batch of the current step.
   models::TrainResult train_step();
+  // Where train_step's time went, summed over the steps of this process: reading and normalising
+  // the batch (this rank's tile reads) and the stepper's work.
+  struct StepTiming {
+    double data_seconds = 0, compute_seconds = 0;
+    int64_t steps = 0;
+  };
+  const StepTiming& step_timing() const { return timing_; }
   // Rollout validation (model in eval mode, back to train mode after); feeds the plateau schedule.
   ValidationScores validate();
   models::Checkpoint checkpoint() const;
@@ -78,6 +85,7 @@ class TrainingRun {
   std::unique_ptr<models::Stepper> stepper_;
   ValidationSet validation_;
   double data_seconds_ = 0;
+  StepTiming timing_;
 };
 
 // Checkpoint metadata keys that `rollout` reads back.

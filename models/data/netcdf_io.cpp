@@ -70,6 +70,12 @@ Defined define_file(const NcFile& f, const TrajectoryInfo& data, const NetcdfWri
       // One chunk per field: a reader of one time step decompresses only that step (and an
       // unlimited dimension needs chunks anyway).
       f.check(nc_def_var_chunking(f.id(), var, NC_CHUNKED, chunks.data()), "chunking '" + name + "'");
+      if (time_len == NC_UNLIMITED) {
+        // A chunk is written once, whole: a cache of a few chunks, fully written ones evicted first
+        // (preemption 1), keeps a streamed file's memory flat however many states it gets.
+        const size_t chunk_bytes = static_cast<size_t>(data.nlat * data.nlon) * (type == NC_FLOAT ? 4 : 8);
+        f.check(nc_set_var_chunk_cache(f.id(), var, 4 * chunk_bytes, 7, 1.0f), "sizing the chunk cache of '" + name + "'");
+      }
       if (opt.deflate_level > 0)
         f.check(nc_def_var_deflate(f.id(), var, 1, 1, opt.deflate_level), "compressing '" + name + "'");
     }
