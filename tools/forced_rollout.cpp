@@ -181,6 +181,7 @@ int run_forced_rollout(const ForcedRolloutArgs& a) {
   if (!grid.is_root()) return 0;
   writer->close();
   write_outputs(out, result, out_info, times, lead_hours, a.map_scale > 0 ? a.map_scale : cfg.output.map_scale);
+  fmt::print("data:\n{}", describe_variables(info, {}));
   fmt::print("forced rollout: {} steps of {:g} h from state {} ({}) of trajectory {}, {:.1f} ms per step, peak "
              "resident memory {:.0f} MB\n",
              a.steps, info.dt_hours, a.start, models::format_time(tu, time_of(a.start)), a.trajectory,

@@ -178,6 +178,23 @@ TEST_CASE("forced rollout: 200 steps streamed in the file's calendar, equal to t
   CHECK_FALSE(fs::exists(dir.path / "bad" / "predictions.nc"));
 }
 
+TEST_CASE("forced rollout: a NoiseConditionedSFNO takes the roles too (in != out channels)") {
+  gs_test::TempDir dir("forced-noise");
+  std::string text = kConfig;
+  text.replace(text.find("model:\n  embed_dim: 4\n  num_layers: 1\n  scale_factor: 1\n"),
+               std::string("model:\n  embed_dim: 4\n  num_layers: 1\n  scale_factor: 1\n").size(),
+               "model:\n  type: noise_sfno\n  embed_dim: 4\n  noise_embed_dim: 2\n  num_layers: 1\n");
+  const TrainConfig cfg = train_config_from_string(text, "noise.yaml");
+  TrainingRun run(cfg, {}, dir.path / "data");
+  const models::TrainResult r = run.train_step();
+  CHECK(r.applied);
+  CHECK(std::isfinite(r.loss));
+  CHECK(run.model().type_name() == "NoiseConditionedSFNO");
+  const ValidationScores s = run.validate();
+  CHECK(s.variables == std::vector<std::string>{"geopotential", "vorticity", "divergence", "wind_speed"});
+  CHECK(s.prediction.size(2) == 4);
+}
+
 TEST_CASE("inference metrics: masked global means, time means over the steps with values, bias and its RMSE") {
   // One channel on a 2x2 grid, area weights 1 and 3 (rows), two steps; the truth misses one point at step 1.
   const std::vector<double> area{1.0, 3.0};
