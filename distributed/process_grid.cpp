@@ -6,7 +6,9 @@
 
 #include <cstdio>
 
+#include "distributed/communicator.h"
 #include "engine/error.h"
+#include "engine/factory.h"
 
 namespace gs::dist {
 
@@ -157,6 +159,13 @@ bool ProcessGrid::in_my_group(int64_t other, Group grp) const {
     case Group::data_h: return same_j;
   }
   return false;
+}
+
+bool any_rank(const ProcessGrid& grid, bool mine) {
+  if (grid.is_single_process()) return mine;
+  Tensor flag = from_vector(std::vector<int64_t>{mine ? 1 : 0});
+  grid.comm(Group::world)->all_reduce(flag, ReduceOp::max);
+  return flag.item<int64_t>() != 0;
 }
 
 }  // namespace gs::dist

@@ -95,4 +95,8 @@ class ProcessGrid {
   std::shared_ptr<const std::array<CommPtr, kGroupCount>> comms_;
 };
 
+// Whether `mine` holds on any rank of the grid's world (one all-reduce; every rank gets the same
+// answer, so every rank can take the same branch). Collective; one process: `mine`.
+bool any_rank(const ProcessGrid& grid, bool mine);
+
 }  // namespace gs::dist

@@ -125,28 +125,31 @@ class KeyedCache {
   };
 
   void build_entry(const Key& key, uint64_t id, std::promise<Ptr>& promise, const Builder& build) {
-    std::vector<std::shared_future<Ptr>> dropped;  // evicted values, released after the lock
-    try {
+    Ptr v;
+    size_t b = 0;
+    try {  // only the build can fail a lookup: its waiters get the exception, nothing is kept
       if (!build) throw std::logic_error("KeyedCache: a lookup without a builder");
-      Ptr v = build(key);
+      v = build(key);
       if (!v) throw std::logic_error("KeyedCache: the builder returned no value");
-      const size_t b = bytes_of_ ? bytes_of_(*v) : 0;
-      promise.set_value(v);
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++builds_;
-      auto it = entries_.find(key);
-      if (it == entries_.end() || it->second.id != id) return;  // cleared meanwhile: served, not kept
-      it->second.ready = true;
-      it->second.bytes = b;
-      bytes_ += b;
-      evict_over_budget(&key, dropped);
+      b = bytes_of_ ? bytes_of_(*v) : 0;
     } catch (...) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         if (auto it = entries_.find(key); it != entries_.end() && it->second.id == id) entries_.erase(it);
       }
       promise.set_exception(std::current_exception());
+      return;
     }
+    promise.set_value(v);
+    std::vector<std::shared_future<Ptr>> dropped;  // evicted values, released after the lock
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++builds_;
+    auto it = entries_.find(key);
+    if (it == entries_.end() || it->second.id != id) return;  // cleared meanwhile: served, not kept
+    it->second.ready = true;
+    it->second.bytes = b;
+    bytes_ += b;
+    evict_over_budget(&key, dropped);
   }
 
   // Under the lock: drops the least recently used ready entries (never `keep`) until within budget,

@@ -75,10 +75,14 @@ Tensor local_mask_weights(const Tensor& target, const StepLossSpec& spec, const 
   return sum(sphere_mean(mask_and_filled(target).first, spec.area_weights, spec.nlon, area_weights, grid), {0});
 }
 
-MaskedSums masked_square_sums(const Tensor& err, const std::vector<double>& area_weights, int64_t nlon,
-                              const dist::ProcessGrid& grid) {
+MaskedSums masked_square_sums(const Tensor& err, const Tensor& valid, const std::vector<double>& area_weights,
+                              int64_t nlon, const dist::ProcessGrid& grid) {
   NoGradGuard no_grad;
-  const auto [m, e] = mask_and_filled(err);
+  GS_CHECK(valid.defined() && valid.sizes() == err.sizes() && valid.dtype() == DType::b8,
+           "masked_square_sums: expected a bool mask of the error's shape {}, got {}", err.meta_str(),
+           valid.defined() ? valid.meta_str() : std::string("none"));
+  const Tensor m = to(valid, err.dtype());
+  const Tensor e = where(valid, err, zeros({}, err.dtype(), err.device()));
   const Tensor aw = to(to(from_vector(area_weights), err.dtype()), err.device());
   return {sphere_mean(mul(e, e), area_weights, nlon, aw, grid), sphere_mean(m, area_weights, nlon, aw, grid)};
 }

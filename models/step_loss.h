@@ -52,12 +52,13 @@ bool has_missing(const Tensor& x);
 Tensor fill_missing(const Tensor& x);
 
 // Per (b, c): the whole sphere's sum of a_h m e^2 and of a_h m (a masked mean's numerator and
-// denominator), for scores that respect masks (validation, rollout). err (B, C, H, W), NaN where
-// missing.
+// denominator), for scores that respect masks (validation, rollout). err (B, C, H, W); m = valid
+// (bool, where the truth has a value): a non-finite error where the truth is valid (a diverging
+// prediction) stays in the sums, so it shows as a non-finite score, never as a dropped point.
 struct MaskedSums {
   Tensor weighted_squares, weights;  // (B, C) each
 };
-MaskedSums masked_square_sums(const Tensor& err, const std::vector<double>& area_weights, int64_t nlon,
-                              const dist::ProcessGrid& grid);
+MaskedSums masked_square_sums(const Tensor& err, const Tensor& valid, const std::vector<double>& area_weights,
+                              int64_t nlon, const dist::ProcessGrid& grid);
 
 }  // namespace gs::models

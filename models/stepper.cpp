@@ -162,12 +162,6 @@ void Stepper::set_distributed(const dist::ProcessGrid& grid, dist::ReducerOption
   reducer_ = std::make_unique<dist::GradientReducer>(grid_, reduced_params_, options);
 }
 
-bool Stepper::any_rank(bool bad) const {
-  if (!reducer_ || grid_.is_single_process()) return bad;
-  Tensor flag = from_vector(std::vector<int64_t>{bad ? 1 : 0});
-  grid_.comm(dist::Group::world)->all_reduce(flag, dist::ReduceOp::max);
-  return flag.item<int64_t>() != 0;
-}
 
 void Stepper::before_backward(bool last) const {
   if (reducer_) reducer_->prepare_for_backward(last);
@@ -202,7 +196,7 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
     }
     const double value = loss.item<double>();
     r.step_losses[k] += share * value;
-    if (any_rank(!std::isfinite(value))) {
+    if (dist::any_rank(grid_, !std::isfinite(value))) {
       r.applied = false;
       r.report = std::isfinite(value)
                      ? fmt::format("step {}: the loss of rollout step {} (micro-batch {}) is not finite on another "
@@ -235,7 +229,7 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
 }
 
 std::vector<Tensor> Stepper::mask_weights(const Batch& batch) {
-  if (!any_rank(has_missing(batch.input) || has_missing(batch.targets))) return {};
+  if (!dist::any_rank(grid_, has_missing(batch.input) || has_missing(batch.targets))) return {};
   NoGradGuard no_grad;
   const ChannelLayout l = layout(batch.input.size(1));
   const StepLossSpec spec = loss_spec(batch.input.dtype(), batch.input.device());
@@ -353,7 +347,7 @@ Tensor Stepper::forecast_step(const Tensor& prognostic, const Tensor& forcing, i
   ForwardContext ctx;
   ctx.noise_key = stepper_predict_key(o_.seed, rollout_id, step);
   ctx.first_sample = first_sample >= 0 ? first_sample : grid_.data_rank() * prognostic.size(0);
-  const Tensor x = forcing.defined() ? cat({fill_missing(prognostic), fill_missing(forcing)}, 1) : fill_missing(prognostic);
+  const Tensor x = forcing.defined() ? cat({prognostic, fill_missing(forcing)}, 1) : prognostic;
   const ChannelLayout l = o_.layout.total() == 0 ? ChannelLayout::all_prognostic(prognostic.size(1)) : o_.layout;
   GS_CHECK(prognostic.size(1) == l.prognostic && (forcing.defined() ? forcing.size(1) : 0) == l.forcing,
            "Stepper::forecast_step: expected {} prognostic and {} forcing channels, got {} and {}", l.prognostic,
@@ -376,17 +370,12 @@ Tensor Stepper::predict(const Tensor& input, int64_t n_steps, uint64_t rollout_i
   InferenceModeGuard inference;
   const Shape& s = input.sizes();
   Tensor out = empty({s[0], n_steps, l.model_outputs(), s[2], s[3]}, input.dtype(), input.device());
-  Tensor state = narrow(input, 1, 0, l.prognostic);
+  Tensor state = fill_missing(narrow(input, 1, 0, l.prognostic));  // data: missing values read as 0
   for (int64_t k = 0; k < n_steps; ++k) {
     // The forcing of the data at the step's input time.
     const Tensor forcing =
         l.forcing > 0 ? narrow(k == 0 ? input : select(later, 1, k - 1), 1, l.prognostic, l.forcing) : Tensor();
-    Tensor pred = forecast_step(state, forcing, k, rollout_id, first_sample);
-    GS_CHECK(pred.defined() && pred.dim() == 4 && pred.size(0) == s[0] && pred.size(1) == l.model_outputs() &&
-                 pred.size(2) == s[2] && pred.size(3) == s[3] && pred.dtype() == input.dtype(),
-             "Stepper::predict: the model must map ({} prognostic + {} forcing channels) to ({} prognostic + {} "
-             "diagnostic) on the input's grid and dtype {}, got {}",
-             l.prognostic, l.forcing, l.prognostic, l.diagnostic, input.meta_str(), pred.meta_str());
+    Tensor pred = forecast_step(state, forcing, k, rollout_id, first_sample);  // shape checked by run_model
     copy_values(select(out, 1, k), pred);
     state = l.diagnostic == 0 ? pred : narrow(pred, 1, 0, l.prognostic);
     // Where the data at the state's time is missing, the state reads 0 (the mean), as in training.

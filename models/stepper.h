@@ -107,7 +107,9 @@ class Stepper {
                  const Tensor& later = {});
   // One forecast step in inference mode: the model's prediction (B, P + D, H, W) from the
   // prognostic state (B, P, H, W) and the forcing at its time (B, F, H, W; undefined when F = 0),
-  // with predict()'s keys for rollout step `step`. Missing values of the inputs are read as 0.
+  // with predict()'s keys for rollout step `step`. Missing values of the forcing (data) are read as
+  // 0; the state is taken as it is (a state read from data: fill_missing it first; a fed-back
+  // prediction that is not finite must stay so, to be seen).
   Tensor forecast_step(const Tensor& prognostic, const Tensor& forcing, int64_t step, uint64_t rollout_id,
                        int64_t first_sample);
   // The channel layout for data of `channels` channels (the options' layout, checked against it).
@@ -154,8 +156,6 @@ class Stepper {
   // When the batch has missing values on any rank (every rank takes the same decision): per rollout
   // step, the global batch's mask weights (step_loss.h), summed over the data replicas; else empty.
   std::vector<Tensor> mask_weights(const Batch& batch);
-  // Whether any rank of the job saw a non-finite value (every rank takes the same decision).
-  bool any_rank(bool bad) const;
   void before_backward(bool last) const;
 
   std::shared_ptr<Model> model_;

@@ -75,12 +75,6 @@ std::FILE* silent_stream() {
 }
 
 // Whether any rank of the job asks to stop (every rank then stops at the same step).
-bool any_rank_stops(const dist::ProcessGrid& grid, bool mine) {
-  if (grid.is_single_process()) return mine;
-  Tensor flag = from_vector(std::vector<int64_t>{mine ? 1 : 0});
-  grid.comm(dist::Group::world)->all_reduce(flag, dist::ReduceOp::max);
-  return flag.item<int64_t>() != 0;
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -253,7 +247,7 @@ class TrainLoop {
       if ((s_.cfg.validation.every > 0 && step % s_.cfg.validation.every == 0) || step == total_)
         end.last_scores = validate(step);
       // A signal may reach the ranks at different steps: they agree before anyone stops.
-      const bool stop = any_rank_stops(
+      const bool stop = dist::any_rank(
           s_.grid, StopSignals::requested() || (args_.stop_after > 0 && end.steps_here >= args_.stop_after));
       if (step % s_.cfg.training.checkpoint_every == 0 || step == total_ || stop) save();
       if (stop && step < total_) {

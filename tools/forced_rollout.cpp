@@ -31,13 +31,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Whether any rank of the job saw `bad`; collective.
-bool any_rank(bool bad, const dist::ProcessGrid& grid) {
-  if (grid.is_single_process()) return bad;
-  Tensor flag = from_vector(std::vector<int64_t>{bad ? 1 : 0});
-  grid.comm(dist::Group::world)->all_reduce(flag, dist::ReduceOp::max);
-  return flag.item<int64_t>() != 0;
-}
 
 double peak_rss_mb() {
   struct rusage u {};
@@ -151,7 +144,7 @@ int run_forced_rollout(const ForcedRolloutArgs& a) {
   InferenceMetrics metrics(out_info.variables, area_weights, info.nlon, grid);
   const dist::Distribution tiles = dist::Distribution::sharded_2d(1, 2);
   Tensor data = read_state(a.start);  // the data at the step's input time
-  Tensor state = narrow(data, 1, 0, l.prognostic);
+  Tensor state = models::fill_missing(narrow(data, 1, 0, l.prognostic));  // the model reads missing values as 0
   std::vector<std::string> times;
   std::vector<double> lead_hours;
   double step_ms = 0;
@@ -160,10 +153,10 @@ int run_forced_rollout(const ForcedRolloutArgs& a) {
     const Tensor forcing = l.forcing > 0 ? narrow(data, 1, l.prognostic, l.forcing) : Tensor();
     const Tensor pred = stepper.forecast_step(state, forcing, k, /*rollout_id=*/0, /*first_sample=*/0);
     const Tensor truth = read_state(a.start + k + 1);
-    GS_CHECK(!any_rank(!all_true(isfinite(pred)), grid),
-             "rollout --data: the forecast is not finite at step {} of {} (the model diverges from this state); "
-             "predictions.nc is not kept",
-             k + 1, a.steps);
+    if (dist::any_rank(grid, !all_true(isfinite(pred))))  // every rank knows it: one message, from rank 0
+      throw AgreedError(fmt::format("rollout --data: the forecast is not finite at step {} of {} (the model "
+                                    "diverges from this state); predictions.nc is not kept",
+                                    k + 1, a.steps));
     // Where the data at the new time is missing the state reads 0 (the mean), as in training.
     const Tensor prog = l.diagnostic == 0 ? pred : narrow(pred, 1, 0, l.prognostic);
     state = where(models::present(narrow(truth, 1, 0, l.prognostic)), prog, zeros({}, prog.dtype()));

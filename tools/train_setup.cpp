@@ -303,14 +303,22 @@ std::vector<double> loss_scales(const LossConfig& loss, const models::Trajectory
                                 const models::Normalizer& norm) {
   const models::ChannelLayout l = data.layout();
   std::vector<size_t> outputs;  // data channel of each output channel
-  for (int64_t c = 0; c < l.prognostic; ++c) outputs.push_back(static_cast<size_t>(c));
-  for (int64_t c = 0; c < l.diagnostic; ++c) outputs.push_back(static_cast<size_t>(l.model_inputs() + c));
+  for (int64_t c : models::output_channel_indices(l)) outputs.push_back(static_cast<size_t>(c));
   std::vector<double> scale(outputs.size(), 1.0);
-  for (const auto& [name, w] : loss.weights) {
-    bool used = false;
-    for (size_t o = 0; o < outputs.size(); ++o)
-      if (data.variables[outputs[o]] == name || variable_of(data, outputs[o]) == name) scale[o] = w, used = true;
-    if (!used) {
+  // A variable's weight (every level) first, then one channel's (T_0), whatever their order in the config.
+  std::vector<bool> named(loss.weights.size(), false);
+  for (const bool channel_pass : {false, true})
+    for (size_t i = 0; i < loss.weights.size(); ++i) {
+      const auto& [name, w] = loss.weights[i];
+      for (size_t o = 0; o < outputs.size(); ++o) {
+        const bool is_channel = data.variables[outputs[o]] == name && variable_of(data, outputs[o]) != name;
+        const bool is_variable = variable_of(data, outputs[o]) == name;
+        if (channel_pass ? is_channel : is_variable) scale[o] = w, named[i] = true;
+      }
+    }
+  for (size_t i = 0; i < loss.weights.size(); ++i) {
+    const std::string& name = loss.weights[i].first;
+    if (!named[i]) {
       std::vector<std::string> names;
       for (size_t o : outputs) {
         for (const std::string& n : {data.variables[o], variable_of(data, o)})

@@ -45,14 +45,22 @@ ValidationScores validate(models::Stepper& stepper, const ValidationSet& set, co
   for (int64_t c : outputs) r.variables.push_back(variables[static_cast<size_t>(c)]);
   r.prediction = parts.size() == 1 ? parts[0] : cat(parts, 0);  // (S, n, P + D, H, W)
   const int64_t C = static_cast<int64_t>(outputs.size());
-  const Tensor initial = output_channels(set.input, l);  // persistence: the initial state for every lead
+  // Persistence: the initial state for every lead, as the model reads it (missing values 0).
+  const Tensor initial = models::fill_missing(output_channels(set.input, l));
   double loss_sum = 0;
+  int64_t loss_terms = 0;
   for (int64_t k = 0; k < n; ++k) {
     const Tensor truth = output_channels(select(set.truth, 1, k), l);  // (S, P + D, H, W), NaN where missing
-    // The whole sphere's masked area-weighted mean over the samples: sums over b, then their ratio.
+    const Tensor valid = models::present(truth);
+    // The whole sphere's masked area-weighted mean over the samples (the mask: where the truth has a
+    // value); NaN for a channel the truth misses everywhere at this lead.
     auto msq = [&](const Tensor& err) {
-      const models::MaskedSums m = models::masked_square_sums(err, area_weights, nlon, grid);
-      return to(div(sum(m.weighted_squares, {0}), sum(m.weights, {0})), DType::f64).to_vector<double>();  // (C)
+      const models::MaskedSums m = models::masked_square_sums(err, valid, area_weights, nlon, grid);
+      const auto num = to(sum(m.weighted_squares, {0}), DType::f64).to_vector<double>();
+      const auto den = to(sum(m.weights, {0}), DType::f64).to_vector<double>();
+      std::vector<double> out(num.size());
+      for (size_t c = 0; c < num.size(); ++c) out[c] = den[c] > 0 ? num[c] / den[c] : std::nan("");
+      return out;
     };
     const auto m = msq(sub(select(r.prediction, 1, k), truth)), p = msq(sub(initial, truth));
     std::vector<double> rm(C), pr(C);
@@ -60,13 +68,13 @@ ValidationScores validate(models::Stepper& stepper, const ValidationSet& set, co
       const double sd = norm.std[static_cast<size_t>(outputs[static_cast<size_t>(c)])];
       rm[c] = std::sqrt(m[c]) * sd;  // back to physical units
       pr[c] = std::sqrt(p[c]) * sd;
-      loss_sum += m[c];
+      if (!std::isnan(p[c])) loss_sum += m[c], ++loss_terms;  // a channel with no truth is left out
     }
     r.rmse.push_back(rm);
     r.persistence.push_back(pr);
     r.lead_hours.push_back(dt_hours * static_cast<double>(k + 1));
   }
-  r.loss = loss_sum / static_cast<double>(n * C);
+  r.loss = loss_sum / static_cast<double>(std::max<int64_t>(loss_terms, 1));
   return r;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <set>
 
 #include "models/data/cf_coordinates.h"
 #include "models/data/cf_time.h"
@@ -126,6 +127,7 @@ class FileReader {
 
   NcFile f_;
   int lat_dim_ = -1, lon_dim_ = -1, time_dim_ = -1, samples_dim_ = -1;
+  std::set<int> vertical_dims_;  // dimensions with a CF vertical coordinate
   int64_t nlat_ = 0, nlon_ = 0, times_count_ = 0;
   bool flip_lat_ = false;
   int64_t shift_ = 0;  // grid column of file column 0
@@ -185,6 +187,7 @@ FileReader::FileReader(const fs::path& path, const NetcdfReadOptions& opt) : f_(
   shift_ = columns.front();  // file column j is grid column (j + shift) mod nlon
   info_.nlon = nlon_;
   find_time(coords.time, opt);
+  for (const auto& [dim, c] : coords.vertical) vertical_dims_.insert(dim);
 
   if (opt.variables.empty()) {
     std::vector<int> coordinate_vars = {coords.lat.var, coords.lon.var, coords.time.var};
@@ -324,6 +327,11 @@ void FileReader::add_channels(int var, const VariableRequest& request, bool aske
                                 f.dims_str(d), time_dim_ >= 0 ? f.dim_name(time_dim_) : std::string("time"),
                                 f.dim_name(lat_dim_), f.dim_name(lon_dim_), f.dim_name(lat_dim_), f.dim_name(lon_dim_)));
   }
+  if (sample >= 0 && vertical_dims_.count(sample))
+    return unusable(fmt::format("has dims {}: its vertical dimension '{}' comes before time; expected ([sample,] {}, "
+                                "{}, {}, {}); reorder it, e.g. ncpdq -a {},{}",
+                                f.dims_str(d), f.dim_name(sample), f.dim_name(time_dim_), f.dim_name(sample),
+                                f.dim_name(lat_dim_), f.dim_name(lon_dim_), f.dim_name(time_dim_), f.dim_name(sample)));
   if (!has_time && !asked)
     return unusable("is time-invariant; list it in data.variables (e.g. as a forcing) to use it at every state");
   if (has_time) {
@@ -353,6 +361,13 @@ void FileReader::add_channels(int var, const VariableRequest& request, bool aske
   }
   ChannelLevel lv;
   const std::vector<double> values = level_values(level, lv.coordinate, lv.units);
+  if (!vertical_dims_.count(level)) {  // read as levels all the same, but said: it may be a mistake
+    const std::string note = fmt::format(
+        "'{}': dimension '{}' ({} entries) has no CF vertical coordinate (axis Z, positive, pressure units or a "
+        "vertical standard_name); its entries are taken as levels, one channel each",
+        f.path().filename().string(), f.dim_name(level), values.size());
+    if (std::find(info_.notes.begin(), info_.notes.end(), note) == info_.notes.end()) info_.notes.push_back(note);
+  }
   std::vector<int64_t> picked;
   if (request.levels.all()) {
     picked.resize(values.size());
@@ -453,6 +468,7 @@ class NetcdfSource final : public TrajectorySource {
     for (const auto& file : files_)
       for (const auto& note : file->info().notes)
         if (std::find(info_.notes.begin(), info_.notes.end(), note) == info_.notes.end()) info_.notes.push_back(note);
+    check_one_calendar();
     if (join_along_time(opt.join)) build_time_join();
     else build_trajectories();
   }
@@ -488,13 +504,21 @@ class NetcdfSource final : public TrajectorySource {
       return true;
     }
     if (!no_samples || !timed) return false;
-    // Times of two calendars cannot be compared: such files are not one data set.
-    for (const auto& f : files_)
-      GS_CHECK(f->times()->units.calendar == files_.front()->times()->units.calendar,
-               "NetCDF files '{}' and '{}' use the calendars {} and {}; the files of one data set need one calendar",
-               files_.front()->path().string(), f->path().string(),
-               calendar_name(files_.front()->times()->units.calendar), calendar_name(f->times()->units.calendar));
     return files_[1]->times()->first > files_[0]->times()->last;
+  }
+
+  // Times of two calendars cannot be compared (nor written back as one time axis): the files of one
+  // data set, joined along time or read as separate trajectories, need one calendar.
+  void check_one_calendar() const {
+    const FileReader* first = nullptr;
+    for (const auto& f : files_) {
+      if (!f->times()) continue;
+      if (!first) first = f.get();
+      GS_CHECK(f->times()->units.calendar == first->times()->units.calendar,
+               "NetCDF files '{}' and '{}' use the calendars {} and {}; the files of one data set need one calendar",
+               first->path().string(), f->path().string(), calendar_name(first->times()->units.calendar),
+               calendar_name(f->times()->units.calendar));
+    }
   }
 
   void build_time_join() {
@@ -506,10 +530,6 @@ class NetcdfSource final : public TrajectorySource {
       if (i > 0) {
         const FileReader& prev = *files_[i - 1];
         const FileTimes& p = *prev.times();
-        GS_CHECK(t.units.calendar == p.units.calendar,
-                 "NetCDF files '{}' and '{}' use the calendars {} and {}; files joined along time need one calendar",
-                 prev.path().string(), files_[i]->path().string(), calendar_name(p.units.calendar),
-                 calendar_name(t.units.calendar));
         const double expected = p.last + dt;
         GS_CHECK(std::abs(t.first - expected) <= 1e-6 * dt,
                  "NetCDF files '{}' and '{}' do not continue in time: the first ends at {} and the second starts at "
@@ -541,8 +561,7 @@ class NetcdfSource final : public TrajectorySource {
         pieces_.push_back({{i, s, 0, fi.states[s]}});
         info_.states.push_back(fi.states[s]);
         const auto& t = files_[i]->times();
-        if (t0 && t && t->units.calendar == t0->units.calendar)
-          info_.start_times.push_back(value_of(t0->units, t->first));
+        if (t0 && t) info_.start_times.push_back(value_of(t0->units, t->first));
       }
     }
     if (info_.start_times.size() != info_.states.size()) info_.start_times.clear();

@@ -360,6 +360,10 @@ TEST_CASE("netcdf cf: a level dimension without a coordinate variable has its in
   auto source = open_netcdf({p}, f64_options());
   const TrajectoryInfo& info = source->info();
   CHECK(info.variables == std::vector<std::string>{"Q_0", "Q_1", "Q_2"});
+  // Read as levels, but said (once): a dimension that is no vertical coordinate may be a mistake.
+  CHECK_MESSAGE(info.notes.size() == 1, notes_of(info));
+  CHECK(any_note(info, {"'ilev.nc': dimension 'ilev' (3 entries) has no CF vertical coordinate",
+                        "its entries are taken as levels, one channel each"}));
   REQUIRE(info.levels.size() == 3);
   for (int64_t k = 0; k < 3; ++k) {
     CAPTURE(k);
@@ -378,6 +382,23 @@ TEST_CASE("netcdf cf: a level dimension without a coordinate variable has its in
                 open_netcdf({p}, f64_options({VariableRequest("Q", VariableRole::prognostic, level_values({3}))}));
               }),
               p, {"variable 'Q' has no level 3", "its levels along 'ilev': 0, 1, 2"});
+}
+
+TEST_CASE("netcdf cf: a vertical dimension before time is refused with the order expected, not read as samples") {
+  gs_test::TempDir dir("netcdf-cf");
+  NcBuild b = cf_grid("hours since 2000-01-01", {0, 6});
+  b.coord("lev", {850, 500}).text("units", "hPa").text("positive", "down");
+  b.var("T", {"lev", "time", "lat", "lon"}, layered(0), NC_FLOAT).text("units", "K");
+  b.var("PS", {"time", "lat", "lon"}, surface(100000), NC_FLOAT).text("units", "Pa");
+  const fs::path p = dir / "lev_first.nc";
+  b.write(p);
+  check_error(error_of([&] { open_netcdf({p}, f64_options({"PS", "T"})); }), p,
+              {"variable 'T' has dims (lev, time, lat, lon): its vertical dimension 'lev' comes before time",
+               "expected ([sample,] time, lev, lat, lon)", "ncpdq -a time,lev"});
+  // Not asked for: skipped, with the same reason in the notes, and the rest is read.
+  const TrajectoryInfo info = open_netcdf({p}, f64_options())->info();
+  CHECK(info.variables == std::vector<std::string>{"PS"});
+  CHECK(any_note(info, {"'lev_first.nc': variable 'T' (lev, time, lat, lon) skipped", "comes before time"}));
 }
 
 TEST_CASE("netcdf cf: a level coordinate named unlike its dimension is found by its attributes") {
@@ -841,14 +862,17 @@ TEST_CASE("netcdf cf: a gap, an overlap or two calendars between joined files ar
   check_error(error_of([&] { open_netcdf({b, a}, time); }), b,
               {"the first ends at 1990-01-02 18:00:00 and the second starts at 1990-01-01 00:00:00"});
 
-  // Two calendars in a time join.
+  // Two calendars, whatever the join: times of two calendars are not compared, and one data set
+  // carries one calendar (its start times, its written forecasts).
   const fs::path noleap = write_timed(dir / "noleap.nc", "hours since 1990-01-02", {0, 6, 12, 18}, "noleap", 4);
-  const std::string cal = error_of([&] { open_netcdf({a, noleap}, time); });
-  check_error(cal, a, {"use the calendars standard and noleap; files joined along time need one calendar"});
-  CHECK(contains(cal, noleap.string()));
-  // Automatic: times of two calendars are not compared; such files are not one data set.
-  check_error(error_of([&] { open_netcdf({a, noleap}, f64_options()); }), a,
-              {"use the calendars standard and noleap; the files of one data set need one calendar"});
+  for (NetcdfJoin join : {NetcdfJoin::automatic, NetcdfJoin::time, NetcdfJoin::trajectories}) {
+    CAPTURE(join_name(join));
+    NetcdfReadOptions opt = f64_options();
+    opt.join = join;
+    const std::string cal = error_of([&] { open_netcdf({a, noleap}, opt); });
+    check_error(cal, a, {"use the calendars standard and noleap; the files of one data set need one calendar"});
+    CHECK(contains(cal, noleap.string()));
+  }
 }
 
 TEST_CASE("netcdf cf: automatic join keeps files that start together (or overlap) as separate trajectories, and says so") {

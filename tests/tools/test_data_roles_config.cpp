@@ -91,6 +91,9 @@ TEST_CASE("data roles config: loss scales are fme's weights times std / residual
   CHECK(loss_scales(weights, info, norm) == std::vector<double>{2, 2, 2, 1, 0.5});
   LossConfig level{.weights = {{"T_1", 3.0}}};
   CHECK(loss_scales(level, info, norm) == std::vector<double>{1, 3, 1, 1, 1});
+  // A channel's weight wins over its variable's, in either order.
+  LossConfig both{.weights = {{"T_1", 3.0}, {"T", 2.0}}};
+  CHECK(loss_scales(both, info, norm) == std::vector<double>{2, 3, 2, 1, 1});
   LossConfig residual{.weights = {{"PS", 2.0}}, .residual_scaling = true};
   CHECK(loss_scales(residual, info, norm) == std::vector<double>{2, 2, 4, 4, 1});  // the diagnostic keeps full-field
   LossConfig forcing{.weights = {{"SST", 2.0}}};

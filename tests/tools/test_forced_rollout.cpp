@@ -82,6 +82,23 @@ double area_mean(const std::vector<double>& f, const std::vector<double>& area, 
   return s / wsum;
 }
 
+models::NetcdfReadOptions f64_read() {
+  models::NetcdfReadOptions o;
+  o.dtype = DType::f64;
+  return o;
+}
+
+ForcedRolloutArgs rollout_of(const fs::path& ckpt, const fs::path& data, int64_t steps, int64_t start,
+                             const fs::path& out) {
+  ForcedRolloutArgs a;
+  a.checkpoint = ckpt.string();
+  a.data = {data.string()};
+  a.steps = steps;
+  a.start = start;
+  a.out = out.string();
+  return a;
+}
+
 }  // namespace
 
 TEST_CASE("forced rollout: 200 steps streamed in the file's calendar, equal to the stepper's, metrics recomputed") {
@@ -92,18 +109,20 @@ TEST_CASE("forced rollout: 200 steps streamed in the file's calendar, equal to t
   const fs::path ckpt = dir.path / "ckpt.safetensors";
   models::save_checkpoint(ckpt, run.checkpoint());
   // The validation set again, in the noleap calendar from 2000-02-20 (2000 is a leap year elsewhere).
-  models::TrajectoryData val = models::read_netcdf(dir.path / "data" / "swe_validation.nc", {.dtype = DType::f64});
+  models::TrajectoryData val = models::read_netcdf(dir.path / "data" / "swe_validation.nc", f64_read());
   const fs::path noleap = dir.path / "noleap.nc";
-  models::write_netcdf(noleap, val, {.reference_time = "2000-02-20 00:00:00", .calendar = "noleap"});
+  models::NetcdfWriteOptions noleap_from;
+  noleap_from.reference_time = "2000-02-20 00:00:00";
+  noleap_from.calendar = "noleap";
+  models::write_netcdf(noleap, val, noleap_from);
 
   const int64_t steps = 200, start = 2;
   const fs::path out = dir.path / "out";
-  run_forced_rollout({.checkpoint = ckpt.string(), .data = {noleap.string()}, .steps = steps, .start = start,
-                      .out = out.string()});
+  run_forced_rollout(rollout_of(ckpt, noleap, steps, start, out));
 
   // The predictions file: the predicted channels, 200 states, the file's calendar and units.
-  const models::TrajectoryData pred = models::read_netcdf(out / "predictions.nc", {.dtype = DType::f64});
-  const auto pinfo = models::open_netcdf({out / "predictions.nc"}, {.dtype = DType::f64})->info();
+  const models::TrajectoryData pred = models::read_netcdf(out / "predictions.nc", f64_read());
+  const auto pinfo = models::open_netcdf({out / "predictions.nc"}, f64_read())->info();
   CHECK(pred.variables == std::vector<std::string>{"geopotential", "vorticity", "divergence", "wind_speed"});
   REQUIRE(pred.trajectories.size() == 1);
   REQUIRE(pred.trajectories[0].size(0) == steps);
@@ -170,8 +189,7 @@ TEST_CASE("forced rollout: 200 steps streamed in the file's calendar, equal to t
 
   // Bad requests: past the data's end, no steps.
   const std::string e = error_of([&] {
-    run_forced_rollout({.checkpoint = ckpt.string(), .data = {noleap.string()}, .steps = 203, .start = 2,
-                        .out = (dir.path / "bad").string()});
+    run_forced_rollout(rollout_of(ckpt, noleap, 203, 2, dir.path / "bad"));
   });
   CHECK(contains(e, "203 steps from state 2 need states 2..205"));
   CHECK(contains(e, "has 205 states"));
