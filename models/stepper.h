@@ -53,7 +53,7 @@ struct StepperOptions {
   bool residual_prediction = false;
   // Per output channel (prognostic, then diagnostic): the factor the normalised prediction and
   // target are multiplied by before the squared error (step_loss.h); empty: 1 for every channel.
-  std::vector<double> loss_scale;
+  std::vector<double> loss_scale = {};
   // A non-finite loss or gradient norm never reaches the parameters. true: throw gs::Error naming
   // the step; false: return a TrainResult with applied == false and the reason.
   bool throw_on_nonfinite = true;

@@ -18,8 +18,8 @@ namespace gs::models {
 struct TrajectoryData {
   std::vector<std::string> variables;  // channel names, e.g. {"geopotential", "vorticity", "divergence"}
   std::vector<std::string> units;      // one per variable, or empty
-  std::vector<VariableRole> roles;     // one per variable in role order, or empty (all prognostic)
-  std::vector<ChannelLevel> levels;    // one per variable, or empty (no levels)
+  std::vector<VariableRole> roles = {};  // one per variable in role order, or empty (all prognostic)
+  std::vector<ChannelLevel> levels = {};  // one per variable, or empty (no levels)
   sphere::GridKind grid = sphere::GridKind::equiangular;
   int64_t nlat = 0, nlon = 0;
   double dt_hours = 1.0;               // time between consecutive states of a trajectory
@@ -54,9 +54,9 @@ struct Normalizer {
   // Per channel: the standard deviation of x(t + 1) - x(t) within a trajectory (ACE's
   // scaling-residual.nc, which fme's residual normalisation scales the loss of prognostic variables
   // with); empty when not fitted.
-  std::vector<double> residual_std;
+  std::vector<double> residual_std = {};
   // Per channel: the missing values (masked points) fit() saw, for the run's log; not stored.
-  std::vector<int64_t> missing;
+  std::vector<int64_t> missing = {};
   // Mean and standard deviation of each channel over every state and grid point of `data`
   // (uniform over grid points, as ACE's stats files; missing values left out); a channel with std 0
   // gets std 1; a channel with no valid value is an error naming it.

@@ -76,7 +76,7 @@ struct NetcdfWriteOptions {
   std::string reference_time = "2000-01-01 00:00:00";  // time units: "hours since <reference_time>"
   double start_hours = 0.0;                            // time of state 0 after the reference
   std::string calendar = "standard";                   // the CF calendar of the time coordinate
-  std::string time_units;                              // CF time units; empty: "hours since <reference_time>"
+  std::string time_units = {};                           // CF time units; empty: "hours since <reference_time>"
   std::vector<std::string> long_names = {};               // one per variable, or empty (the variable names)
   std::map<std::string, std::string> attributes = {};     // extra global attributes
   int deflate_level = 0;                               // 0 (none) to 9

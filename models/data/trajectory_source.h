@@ -33,8 +33,8 @@ struct TrajectoryInfo {
   std::vector<std::string> variables;  // channel names (T_0, T_1, ... for the levels of T)
   std::vector<std::string> units;      // one per variable, or empty
   // Per channel, in role order (variables.h); empty: every channel prognostic.
-  std::vector<VariableRole> roles;
-  std::vector<ChannelLevel> levels;    // per channel, or empty (no channel has a level)
+  std::vector<VariableRole> roles = {};
+  std::vector<ChannelLevel> levels = {};  // per channel, or empty (no channel has a level)
   sphere::GridKind grid = sphere::GridKind::equiangular;
   int64_t nlat = 0, nlon = 0;
   double dt_hours = 1.0;
@@ -43,11 +43,11 @@ struct TrajectoryInfo {
   // The time axis as the source keeps it, for output in the same calendar: CF units
   // ("hours since 1990-01-01 00:00:00"; empty when unknown), the calendar, and the time value of
   // each trajectory's first state in those units.
-  std::string time_units, calendar;
-  std::vector<double> start_times;
+  std::string time_units = {}, calendar = {};
+  std::vector<double> start_times = {};
   // What the reader did that the user should hear of (variables skipped and why, a repeated
   // longitude column dropped, files joined along time): the run's log prints them.
-  std::vector<std::string> notes;
+  std::vector<std::string> notes = {};
   int64_t channels() const { return static_cast<int64_t>(variables.size()); }
   int64_t trajectories() const { return static_cast<int64_t>(states.size()); }
   ChannelLayout layout() const { return layout_of(roles, channels()); }

@@ -10,6 +10,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/factory.h"
+#include "models/step_loss.h"
 #include "models/stepper.h"
 #include "ops/ops.h"
 #include "tests/test_util.h"
@@ -215,4 +216,22 @@ TEST_CASE("stepper roles: predict reads the forcing from the data after the inpu
   // Data with other channels than the layout's, and a model of other channels, are refused.
   CHECK(contains(error_of([&] { s.stepper->compute_gradients({narrow(batch.input, 1, 0, 3), narrow(batch.targets, 2, 0, 3)}); }),
                  "the data has 3 channels but the stepper's layout has 4"));
+}
+
+TEST_CASE("masked square sums: missing truth left out, a non-finite error where the truth is valid kept") {
+  // One sample, two channels on a 2x2 grid, area weights 1/4 and 3/4 (rows, summing to 1).
+  const std::vector<double> area{0.25, 0.75};
+  const Tensor err = reshape(from_vector(std::vector<double>{1, 2, 3, 4, 1, 1, 2, INFINITY}), {1, 2, 2, 2});
+  const Tensor truth = reshape(from_vector(std::vector<double>{0, NAN, 0, 0, 0, 0, 0, 0}), {1, 2, 2, 2});
+  const MaskedSums m = masked_square_sums(err, present(truth), area, 2, dist::ProcessGrid());
+  const Vec num = m.weighted_squares.to_vector<double>(), den = m.weights.to_vector<double>();
+  REQUIRE(num.size() == 2);
+  // Channel 0: the point (0, 1) is missing; each point's weight is its row's over the row's 2 points.
+  CHECK(num[0] == doctest::Approx(0.25 / 2 * 1 + 0.75 / 2 * (9 + 16)));
+  CHECK(den[0] == doctest::Approx(0.25 / 2 + 0.75));
+  // Channel 1: nothing missing, and the infinite error stays in (a diverged prediction shows).
+  CHECK(std::isinf(num[1]));
+  CHECK(den[1] == doctest::Approx(1.0));
+  CHECK(contains(error_of([&] { masked_square_sums(err, truth, area, 2, dist::ProcessGrid()); }),
+                 "expected a bool mask of the error's shape"));
 }
