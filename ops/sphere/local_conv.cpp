@@ -54,7 +54,7 @@ Tensor neighbours_scatter(const Tensor& g, const Shape& x_sizes);
 // The gather (out (planes, 9, H, W) from in (planes, H, W)) or the scatter (the reverse) on CUDA;
 // in contiguous, out fresh.
 void cuda_neighbours(bool gather, const Tensor& in, const Tensor& out, int64_t H, int64_t W, const char* name) {
-  const int64_t planes = out.numel() / (gather ? kTaps * H * W : H * W);
+  [[maybe_unused]] const int64_t planes = out.numel() / (gather ? kTaps * H * W : H * W);
   kernels::launch_cuda(name, gather ? "neighbours_gather" : "neighbours_scatter", in, [&](void* stream) {
     return gather ? GS_CUDA_CALL(cuda_kernels::neighbours_gather(in.dtype(), out.raw_data(), in.raw_data(), planes, H, W, stream))
                   : GS_CUDA_CALL(cuda_kernels::neighbours_scatter(in.dtype(), out.raw_data(), in.raw_data(), planes, H, W, stream));

@@ -13,7 +13,7 @@
 namespace gs::sphere::detail {
 namespace {
 
-cuda_kernels::SpectralDims cuda_dims(const spectral::Dims& d) { return {d.B, d.I, d.O, d.L, d.M}; }
+[[maybe_unused]] cuda_kernels::SpectralDims cuda_dims(const spectral::Dims& d) { return {d.B, d.I, d.O, d.L, d.M}; }
 
 }  // namespace
 
