@@ -43,21 +43,27 @@ Tensor step_loss(const Tensor& pred, const Tensor& target, const StepLossSpec& s
                  const dist::ProcessGrid& grid, const StepMask* mask) {
   GS_CHECK(pred.sizes() == target.sizes(), "step loss: expected the target {} to have the prediction's shape {}",
            target.meta_str(), pred.meta_str());
-  GS_CHECK(!spec.scale.defined() || (spec.scale.dim() == 1 && spec.scale.size(0) == pred.size(1)),
-           "step loss: expected one loss scale per output channel ({}), got {}", pred.size(1), spec.scale.meta_str());
-  if (!mask) {
-    if (!spec.scale.defined())  // the stepper's loss as it always was
-      return grid.spatially_split() ? dist::area_weighted_mse(pred, target, spec.area_weights, spec.nlon, grid)
-                                    : sphere::area_weighted_mse(pred, target, area_weights);
-    const Tensor e = mul(sub(pred, target), per_channel(spec.scale));
-    return mean(sphere_mean(mul(e, e), spec.area_weights, spec.nlon, area_weights, grid));
-  }
-  GS_CHECK(mask->weights.defined() && mask->weights.numel() == pred.size(1),
-           "step loss: expected the mask weights of {} output channels, got {}", pred.size(1), mask->weights.meta_str());
-  const auto [m, filled] = mask_and_filled(target);
-  Tensor e = sub(pred, filled);
-  if (spec.scale.defined()) e = mul(e, per_channel(spec.scale));
-  const Tensor num = sum(sphere_mean(mul(mul(e, e), m), spec.area_weights, spec.nlon, area_weights, grid), {0});  // (C)
+  if (!mask && !spec.scale.defined())  // the stepper's loss as it always was
+    return grid.spatially_split() ? dist::area_weighted_mse(pred, target, spec.area_weights, spec.nlon, grid)
+                                  : sphere::area_weighted_mse(pred, target, area_weights);
+  const Tensor e = scaled(sub(pred, mask ? fill_missing(target) : target), spec);
+  return mean_point_loss(mul(e, e), target, spec, area_weights, grid, mask);
+}
+
+Tensor scaled(const Tensor& x, const StepLossSpec& spec) {
+  GS_CHECK(!spec.scale.defined() || (spec.scale.dim() == 1 && x.dim() == 4 && spec.scale.size(0) == x.size(1)),
+           "step loss: expected one loss scale per output channel of {}, got {}", x.meta_str(), spec.scale.meta_str());
+  return spec.scale.defined() ? mul(x, per_channel(spec.scale)) : x;
+}
+
+Tensor mean_point_loss(const Tensor& density, const Tensor& target, const StepLossSpec& spec, const Tensor& area_weights,
+                       const dist::ProcessGrid& grid, const StepMask* mask) {
+  if (!mask) return mean(sphere_mean(density, spec.area_weights, spec.nlon, area_weights, grid));
+  GS_CHECK(mask->weights.defined() && mask->weights.numel() == density.size(1),
+           "step loss: expected the mask weights of {} output channels, got {}", density.size(1),
+           mask->weights.meta_str());
+  const Tensor m = mask_and_filled(target).first;
+  const Tensor num = sum(sphere_mean(mul(density, m), spec.area_weights, spec.nlon, area_weights, grid), {0});  // (C)
   Tensor den;
   double channels = 0;
   {

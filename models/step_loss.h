@@ -39,6 +39,15 @@ struct StepMask {
 Tensor step_loss(const Tensor& pred, const Tensor& target, const StepLossSpec& spec, const Tensor& area_weights,
                  const dist::ProcessGrid& grid, const StepMask* mask = nullptr);
 
+// The parts of step_loss that the ensemble losses share (ensemble_loss.h): x (B, C, H, W) times
+// the per-channel scale (spec.scale undefined: x), and the mean of a per-point loss `density`
+// (B, C, H, W) as step_loss averages the squared error: unmasked the mean over (B, C) of the whole
+// sphere's area-weighted means, masked (`target` NaN where missing; density read only where it has
+// a value) the masked mean over the global denominators.
+Tensor scaled(const Tensor& x, const StepLossSpec& spec);
+Tensor mean_point_loss(const Tensor& density, const Tensor& target, const StepLossSpec& spec, const Tensor& area_weights,
+                       const dist::ProcessGrid& grid, const StepMask* mask);
+
 // This rank's part of StepMask::weights: (C_out) the sum over the local batch of the whole sphere's
 // area-weighted mask of `target` (B, C_out, H, W). Sum it over the data replicas for the global one.
 Tensor local_mask_weights(const Tensor& target, const StepLossSpec& spec, const Tensor& area_weights,

@@ -44,12 +44,13 @@ StateDict with_prefix_removed(const StateDict& state, const std::string& prefix)
 
 }  // namespace
 
-RandomKey stepper_noise_key(uint64_t seed, int64_t global_step, int64_t rollout_step) {
-  return {seed, noise_stream(kTrainTag, static_cast<uint64_t>(global_step), 0, static_cast<uint64_t>(rollout_step))};
+RandomKey stepper_noise_key(uint64_t seed, int64_t global_step, int64_t rollout_step, int64_t member) {
+  return {seed, noise_stream(kTrainTag, static_cast<uint64_t>(global_step), static_cast<uint64_t>(member),
+                             static_cast<uint64_t>(rollout_step))};
 }
 
-RandomKey stepper_predict_key(uint64_t seed, uint64_t rollout_id, int64_t rollout_step) {
-  return {seed, noise_stream(kPredictTag, rollout_id, 0, static_cast<uint64_t>(rollout_step))};
+RandomKey stepper_predict_key(uint64_t seed, uint64_t rollout_id, int64_t rollout_step, int64_t member) {
+  return {seed, noise_stream(kPredictTag, rollout_id, static_cast<uint64_t>(member), static_cast<uint64_t>(rollout_step))};
 }
 
 Stepper::Stepper(std::shared_ptr<Model> model, std::shared_ptr<Optimizer> optimizer, std::vector<double> area_weights,
@@ -81,6 +82,7 @@ Stepper::Stepper(std::shared_ptr<Model> model, std::shared_ptr<Optimizer> optimi
                static_cast<int64_t>(o_.loss_scale.size()) == o_.layout.model_outputs(),
            "Stepper: expected one loss scale per output channel ({} prognostic + {} diagnostic), got {}",
            o_.layout.prognostic, o_.layout.diagnostic, o_.loss_scale.size());
+  o_.loss.check(o_.ensemble_members);
 }
 
 ChannelLayout Stepper::layout(int64_t channels) const {
@@ -175,24 +177,28 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
   const bool masked = !masks.empty();
   const StepLossSpec spec = loss_spec(input.dtype(), input.device());
   const Tensor data0 = masked ? fill_missing(input) : input;  // (b, C, H, W)
-  Tensor state = l.model_outputs() == l.total() ? data0 : narrow(data0, 1, 0, l.prognostic);  // fed back
+  const Tensor state0 = l.model_outputs() == l.total() ? data0 : narrow(data0, 1, 0, l.prognostic);
+  std::vector<Tensor> states(static_cast<size_t>(o_.ensemble_members), state0);  // fed back, one per member
   Tensor objective;  // the weighted losses still to backpropagate (0-dim)
   for (int64_t k = 0; k < n; ++k) {
     const bool optimised = o_.optimize_last_step_only ? k == n - 1 : true;
     const Tensor target = output_channels(select(targets, 1, k), l);  // (b, P + D, H, W) at t_{k+1}
-    Tensor pred, loss;
+    std::vector<Tensor> preds;
+    Tensor loss;
     {
       GradModeGuard grad_mode(optimised);
-      ForwardContext ctx;
-      ctx.noise_key = stepper_noise_key(o_.seed, global_step_, k);
-      ctx.first_sample = first_sample;
       // The forcing at the step's input time t_k: the batch input's, then the targets' before.
-      const Tensor x = model_input(state, k == 0 ? data0 : fill_missing(select(targets, 1, k - 1)), l);
-      pred = run_model(x, ctx, l, "Stepper");  // (b, P + D, H, W)
+      const Tensor forcing_data = k == 0 ? data0 : fill_missing(select(targets, 1, k - 1));
+      for (int64_t m = 0; m < o_.ensemble_members; ++m) {
+        ForwardContext ctx;
+        ctx.noise_key = stepper_noise_key(o_.seed, global_step_, k, m);
+        ctx.first_sample = first_sample;
+        preds.push_back(run_model(model_input(states[m], forcing_data, l), ctx, l, "Stepper"));  // (b, P + D, H, W)
+      }
       StepMask mask;
       if (masked) mask = {masks[static_cast<size_t>(k)], global_batch / static_cast<double>(input.size(0))};
       // On a split sphere the loss is the whole sphere's, replicated over the spatial group.
-      loss = step_loss(pred, target, spec, aw, grid_, masked ? &mask : nullptr);
+      loss = ensemble_step_loss(preds, target, o_.loss, spec, aw, grid_, masked ? &mask : nullptr);
     }
     const double value = loss.item<double>();
     r.step_losses[k] += share * value;
@@ -213,14 +219,18 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
       if (o_.detach_between_steps) {
         before_backward(last_mb && k == n - 1);
         term.backward();
-        pred = pred.detach();
+        for (Tensor& p : preds) p = p.detach();
       } else {
         objective = objective.defined() ? add(objective, term) : term;
       }
     }
     // Only the prognostic part goes on; where the data at its time is missing it reads 0, as the input did.
-    state = l.diagnostic == 0 ? pred : narrow(pred, 1, 0, l.prognostic);
-    if (masked) state = where(present(narrow(target, 1, 0, l.prognostic)), state, zeros({}, state.dtype(), state.device()));
+    for (size_t m = 0; m < preds.size(); ++m) {
+      Tensor& state = states[m];
+      state = l.diagnostic == 0 ? preds[m] : narrow(preds[m], 1, 0, l.prognostic);
+      if (masked)
+        state = where(present(narrow(target, 1, 0, l.prognostic)), state, zeros({}, state.dtype(), state.device()));
+    }
   }
   if (objective.defined()) {
     before_backward(last_mb);

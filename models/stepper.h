@@ -29,6 +29,7 @@
 #include "engine/tensor.h"
 #include "models/data/dataset.h"
 #include "models/data/variables.h"
+#include "models/ensemble_loss.h"
 #include "models/step_loss.h"
 #include "models/lr_schedule.h"
 #include "models/module.h"
@@ -54,6 +55,11 @@ struct StepperOptions {
   // Per output channel (prognostic, then diagnostic): the factor the normalised prediction and
   // target are multiplied by before the squared error (step_loss.h); empty: 1 for every channel.
   std::vector<double> loss_scale = {};
+  // Stochastic ensemble training (ensemble_loss.h): every sample is rolled out this many times, each
+  // member with its own noise (stepper_noise_key's member) and its own fed-back state, and `loss`
+  // scores the members together. 1 member and the MSE alone: the deterministic stepper.
+  int64_t ensemble_members = 1;
+  LossTerms loss{};
   // A non-finite loss or gradient norm never reaches the parameters. true: throw gs::Error naming
   // the step; false: return a TrainResult with applied == false and the reason.
   bool throw_on_nonfinite = true;
@@ -71,12 +77,12 @@ struct TrainResult {
 };
 
 // The noise key of one forward call during training: a deterministic function of
-// (seed, global step, rollout step), so a resumed run draws the noise the uninterrupted run would
-// have drawn. Every micro-batch and data-parallel replica uses the step's key with the global index
+// (seed, global step, rollout step, ensemble member), so a resumed run draws the noise the
+// uninterrupted run would have drawn (member 0's key is the one a deterministic run draws). Every micro-batch and data-parallel replica uses the step's key with the global index
 // of its first sample (ForwardContext::first_sample), so a split batch draws the whole batch's noise.
-RandomKey stepper_noise_key(uint64_t seed, int64_t global_step, int64_t rollout_step);
+RandomKey stepper_noise_key(uint64_t seed, int64_t global_step, int64_t rollout_step, int64_t member = 0);
 // The key predict() uses for step k of rollout `rollout_id`: never equal to a training key.
-RandomKey stepper_predict_key(uint64_t seed, uint64_t rollout_id, int64_t rollout_step);
+RandomKey stepper_predict_key(uint64_t seed, uint64_t rollout_id, int64_t rollout_step, int64_t member = 0);
 
 // The predicted channels (output_channel_indices) of data (..., C, H, W): what the model's output is
 // scored against.

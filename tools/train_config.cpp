@@ -131,6 +131,22 @@ void read_loss(const ConfigNode& n, LossConfig& l) {
   const ConfigNode w = n.optional_section("weights");
   for (const auto& key : w.keys()) l.weights.emplace_back(key, w.get_real(key, {.min = 0}));
   l.residual_scaling = n.get_bool_or("residual_scaling", l.residual_scaling);
+  l.type = n.get_choice_or("type", l.type, {"mse", "crps", "energy_score", "mix"});
+  models::LossTerms& t = l.terms;
+  t.crps_alpha = n.get_real_or("crps_alpha", t.crps_alpha, {.min = 0, .max = 1});
+  if (l.type == "mix") {
+    const ConfigNode mix = n.section("mix");
+    t.mse = mix.get_real_or("mse", 0, {.min = 0});
+    t.crps = mix.get_real_or("crps", 0, {.min = 0});
+    t.energy_score = mix.get_real_or("energy_score", 0, {.min = 0});
+    GS_CHECK(t.mse + t.crps + t.energy_score > 0,
+             "loss.mix: expected a positive weight for at least one of mse, crps and energy_score, got all 0");
+  } else {
+    GS_CHECK(!n.has("mix"), "loss.mix is given but loss.type is '{}' (set type: mix to weigh several terms)", l.type);
+    t.mse = l.type == "mse" ? 1 : 0;
+    t.crps = l.type == "crps" ? 1 : 0;
+    t.energy_score = l.type == "energy_score" ? 1 : 0;
+  }
 }
 
 // mlp_storage: "dtype" (the model's, the default) or "bf16" (MlpSpec::bf16_storage).
@@ -247,6 +263,7 @@ void read_training(const ConfigNode& n, TrainingConfig& t) {
            t.batch_size, s.micro_batches);
   s.clip_grad_norm = n.get_real_or("clip_grad_norm", s.clip_grad_norm, {.min = 0});
   s.residual_prediction = n.get_bool_or("residual_prediction", s.residual_prediction);
+  s.ensemble_members = n.get_int_or("ensemble_members", s.ensemble_members, {.min = 1, .max = 64});
   t.log_every = n.get_int_or("log_every", t.log_every, {.min = 1});
   t.checkpoint_every = n.get_int_or("checkpoint_every", t.checkpoint_every, {.min = 1});
   // A non-finite loss stops the run from the training loop, which keeps the last good checkpoint.
@@ -286,6 +303,13 @@ TrainConfig parse_train_config(const ConfigNode& root) {
   read_output(root.optional_section("output"), c.output);
   read_distributed(root.optional_section("distributed"), c.distributed);
   c.training.stepper.seed = c.seed;
+  c.training.stepper.loss = c.loss.terms;
+  // CRPS with one member, or several members of a deterministic model: errors before anything runs.
+  c.loss.terms.check(c.training.stepper.ensemble_members);
+  GS_CHECK(c.training.stepper.ensemble_members == 1 || c.model.type == "noise_sfno",
+           "training.ensemble_members: {} members need a stochastic model (model.type: noise_sfno); model.type '{}' "
+           "is deterministic, so every member would be the same",
+           c.training.stepper.ensemble_members, c.model.type);
   c.model.sfno.seed = c.model.noise_sfno.seed = c.seed;
   c.model.sfno.dtype = c.model.noise_sfno.dtype = c.data.dtype;
   root.finish();

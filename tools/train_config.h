@@ -45,6 +45,11 @@ struct LossConfig {
   // standard deviation of their one-step change (ACE's scaling-residual) instead of the full-field
   // one the network uses; diagnostics keep the full-field scaling.
   bool residual_scaling = false;
+  // loss.type: mse | crps | energy_score | mix (with loss.mix: {mse, crps, energy_score} weights);
+  // loss.crps_alpha: fme's almost_fair_crps_alpha. CRPS and energy score need
+  // training.ensemble_members >= 2 (models/ensemble_loss.h).
+  std::string type = "mse";
+  models::LossTerms terms{};
 };
 
 struct ModelConfig {

@@ -344,6 +344,7 @@ models::StepperOptions stepper_options(const TrainConfig& config, const models::
   models::StepperOptions o = config.training.stepper;
   o.layout = data.layout();
   o.loss_scale = loss_scales(config.loss, data, norm);
+  o.loss.grid = data.grid;  // the energy score transforms on the data's grid
   return o;
 }
 

@@ -259,6 +259,23 @@ void run_parity(const Case& c, const ProcessGrid& g) {
         adam_opts, 20, "after 3 Adam steps");
 }
 
+// One process (sr) against the grid (sd) on one batch: the losses and raw gradients, then the losses
+// of 3 optimizer steps and the weights after them, in f64.
+void run_stepper_parity(const std::shared_ptr<Model>& ref, const std::shared_ptr<Model>& dm, const ProcessGrid& g,
+                        Stepper& sr, Stepper& sd, const Batch& whole, const Batch& mine, const std::string& what) {
+  const TrainResult rr = sr.compute_gradients(whole), rd = sd.compute_gradients(mine);
+  REQUIRE(std::isfinite(rr.loss));
+  for (size_t s = 0; s < rr.step_losses.size(); ++s)
+    CHECK(std::abs(rd.step_losses[s] - rr.step_losses[s]) <= 1e-12 * std::abs(rr.step_losses[s]));
+  check_parameters(*ref, *dm, g, DType::f64, true, ("raw gradients " + what).c_str());
+  for (int k = 0; k < 3; ++k) {
+    const TrainResult a = sr.train_on_batch(whole), b = sd.train_on_batch(mine);
+    CHECK(b.applied);
+    CHECK(std::abs(b.loss - a.loss) <= 1e-12 * std::abs(a.loss));
+  }
+  check_parameters(*ref, *dm, g, DType::f64, false, ("after 3 Adam steps " + what).c_str());
+}
+
 std::vector<Case> cases() {
   std::vector<Case> out;
   int i = 0;
@@ -374,19 +391,44 @@ TEST_CASE("spatial parity: roles (a forcing in, a diagnostic out), missing value
       Stepper sd(dm, std::make_shared<Adam>(dm->named_parameters(), adam), aw, so);
       sd.set_distributed(g);
       const Batch whole{x, t}, mine{part_of(x, g), part_of(t, g)};
-      const TrainResult rr = sr.compute_gradients(whole), rd = sd.compute_gradients(mine);
-      REQUIRE(std::isfinite(rr.loss));
-      for (size_t s = 0; s < rr.step_losses.size(); ++s)
-        CHECK(std::abs(rd.step_losses[s] - rr.step_losses[s]) <= 1e-12 * std::abs(rr.step_losses[s]));
-      check_parameters(*ref, *dm, g, DType::f64, true, "raw gradients with masks");
-      for (int k = 0; k < 3; ++k) {
-        const TrainResult a = sr.train_on_batch(whole), b = sd.train_on_batch(mine);
-        CHECK(b.applied);
-        CHECK(std::abs(b.loss - a.loss) <= 1e-12 * std::abs(a.loss));
-      }
-      check_parameters(*ref, *dm, g, DType::f64, false, "after 3 Adam steps with masks");
+      run_stepper_parity(ref, dm, g, sr, sd, whole, mine, "with masks");
       const Tensor pr = sr.predict(whole.input, 2, 3, 0, whole.targets);
       CHECK(rel_err(sd.predict(mine.input, 2, 3, g.data_rank() * 2, mine.targets), part_of(pr, g), max_abs(pr)) <= 1e-12);
+    }
+  });
+}
+
+TEST_CASE("spatial parity: ensemble training (3 members, MSE + CRPS + energy score, masks, loss scales) equals one process") {
+  // Members draw their own noise (stepper_noise_key's member), so the CRPS pair term and the energy
+  // score (a distributed transform of every member) see different fields; a NaN in one tile makes
+  // every rank take the masked form.
+  gs::test::for_each_grid([&](const ProcessGrid& g) {
+    {
+      const char* grid = "legendre-gauss";  // odd splits of 8 latitudes and 16 longitudes on 3 ranks
+      const int64_t nlat = 8, nlon = 16;
+      Case c{Net::noise_gaussian, grid, nlat, nlon, DType::f64, 2};
+      CAPTURE(c.label());
+      const int64_t D = g.data_size(), B = 2 * D;
+      auto ref = make_net(c, ProcessGrid()), dm = make_net(c, g);
+      randomize_alike(*ref, *dm, g, 81);
+      const std::vector<double> aw = area_weights_for(c);
+      Tensor x = randn({B, kChans, nlat, nlon}, {61, 1}, DType::f64);
+      Tensor t = randn({B, 2, kChans, nlat, nlon}, {61, 2}, DType::f64);
+      {
+        NoGradGuard ng;
+        t.data<double>()[(1 * kChans + 1) * nlat * nlon + 2 * nlon + 3] = NAN;  // sample 0, step 1, channel 1
+      }
+      StepperOptions so;
+      so.ensemble_members = 3;
+      so.loss = LossTerms{.mse = 0.5, .crps = 1, .energy_score = 0.25, .crps_alpha = 0.9,
+                          .grid = sphere::parse_grid_kind(grid)};
+      so.loss_scale = {1.5, 0.5};
+      so.micro_batches = 2;
+      const AdamOptions adam{.lr = 0.01, .eps = 1e-3};
+      Stepper sr(ref, std::make_shared<Adam>(ref->named_parameters(), adam), aw, so);
+      Stepper sd(dm, std::make_shared<Adam>(dm->named_parameters(), adam), aw, so);
+      sd.set_distributed(g);
+      run_stepper_parity(ref, dm, g, sr, sd, Batch{x, t}, Batch{part_of(x, g), part_of(t, g)}, "of the ensemble loss");
     }
   });
 }
