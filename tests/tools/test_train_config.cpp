@@ -107,3 +107,32 @@ TEST_CASE("normaliser metadata round trips exactly") {
   CHECK(contains(error_of([] { normalizer_from_string("mean=1,x;std=2,3"); }), "'x' is not a number"));
   CHECK(contains(error_of([] { normalizer_from_string("mean=1;std=2,3"); }), "as many means"));
 }
+
+TEST_CASE("train config: ensemble members and the ensemble losses") {
+  const std::string noise = "model:\n  type: noise_sfno\n";
+  TrainConfig c = train_config_from_string(noise + "training:\n  ensemble_members: 4\nloss:\n  type: crps\n  crps_alpha: 0.95\n",
+                                           "crps.yaml");
+  CHECK(c.training.stepper.ensemble_members == 4);
+  CHECK(c.training.stepper.loss.crps == 1);
+  CHECK(c.training.stepper.loss.mse == 0);
+  CHECK(c.training.stepper.loss.crps_alpha == 0.95);
+  c = train_config_from_string(
+      noise + "training:\n  ensemble_members: 2\nloss:\n  type: mix\n  mix: {mse: 0.1, crps: 1, energy_score: 0.5}\n", "mix.yaml");
+  CHECK(c.training.stepper.loss.str() == "mse 0.1 + crps 1 (alpha 1) + energy_score 0.5");
+  c = train_config_from_string(kMinimal, "minimal.yaml");
+  CHECK(c.training.stepper.ensemble_members == 1);
+  CHECK(c.training.stepper.loss.plain_mse());
+
+  auto err = [&](const std::string& text) { return error_of([&] { train_config_from_string(text, "bad.yaml"); }); };
+  CHECK(contains(err(noise + "loss:\n  type: crps\n"), "crps needs an ensemble of at least 2 members"));
+  CHECK(contains(err(noise + "loss:\n  type: energy_score\n"), "got ensemble_members 1"));
+  CHECK(contains(err(noise + "training:\n  ensemble_members: 0\n"), "ensemble_members"));
+  CHECK(contains(err("training:\n  ensemble_members: 3\nloss:\n  type: crps\n"), "need a stochastic model"));
+  CHECK(contains(err(noise + "training:\n  ensemble_members: 2\nloss:\n  type: mix\n"), "mix"));
+  CHECK(contains(err(noise + "training:\n  ensemble_members: 2\nloss:\n  type: mix\n  mix: {crps: 0}\n"), "got all 0"));
+  CHECK(contains(err(noise + "training:\n  ensemble_members: 2\nloss:\n  type: crps\n  mix: {crps: 1}\n"),
+                 "set type: mix"));
+  CHECK(contains(err(noise + "loss:\n  type: crsp\n"), "crps"));
+  CHECK(contains(err(noise + "training:\n  ensemble_members: 2\nloss:\n  type: crps\n  crps_alpha: 2\n"), "crps_alpha"));
+  CHECK(contains(err(noise + "training:\n  ensemble_members: 2\nloss:\n  type: mix\n  mix: {crps: 1, mae: 1}\n"), "mae"));
+}
