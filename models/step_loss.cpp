@@ -28,6 +28,12 @@ std::pair<Tensor, Tensor> mask_and_filled(const Tensor& x) {
   return {to(valid, x.dtype()), where(valid, x, zeros({}, x.dtype(), x.device()))};
 }
 
+void check_mask(const Tensor& x, const Tensor& valid, const char* what) {
+  GS_CHECK(valid.defined() && valid.sizes() == x.sizes() && valid.dtype() == DType::b8,
+           "{}: expected a bool mask of the values' shape {}, got {}", what, x.meta_str(),
+           valid.defined() ? valid.meta_str() : std::string("none"));
+}
+
 }  // namespace
 
 Tensor present(const Tensor& x) {
@@ -84,13 +90,19 @@ Tensor local_mask_weights(const Tensor& target, const StepLossSpec& spec, const 
 MaskedSums masked_square_sums(const Tensor& err, const Tensor& valid, const std::vector<double>& area_weights,
                               int64_t nlon, const dist::ProcessGrid& grid) {
   NoGradGuard no_grad;
-  GS_CHECK(valid.defined() && valid.sizes() == err.sizes() && valid.dtype() == DType::b8,
-           "masked_square_sums: expected a bool mask of the error's shape {}, got {}", err.meta_str(),
-           valid.defined() ? valid.meta_str() : std::string("none"));
-  const Tensor m = to(valid, err.dtype());
+  check_mask(err, valid, "masked_square_sums");
   const Tensor e = where(valid, err, zeros({}, err.dtype(), err.device()));
-  const Tensor aw = to(to(from_vector(area_weights), err.dtype()), err.device());
-  return {sphere_mean(mul(e, e), area_weights, nlon, aw, grid), sphere_mean(m, area_weights, nlon, aw, grid)};
+  return masked_value_sums(mul(e, e), valid, area_weights, nlon, grid);
+}
+
+MaskedSums masked_value_sums(const Tensor& values, const Tensor& valid, const std::vector<double>& area_weights,
+                             int64_t nlon, const dist::ProcessGrid& grid) {
+  NoGradGuard no_grad;
+  check_mask(values, valid, "masked_value_sums");
+  const Tensor m = to(valid, values.dtype());
+  const Tensor v = where(valid, values, zeros({}, values.dtype(), values.device()));
+  const Tensor aw = to(to(from_vector(area_weights), values.dtype()), values.device());
+  return {sphere_mean(v, area_weights, nlon, aw, grid), sphere_mean(m, area_weights, nlon, aw, grid)};
 }
 
 }  // namespace gs::models

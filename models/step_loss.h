@@ -65,9 +65,13 @@ Tensor fill_missing(const Tensor& x);
 // (bool, where the truth has a value): a non-finite error where the truth is valid (a diverging
 // prediction) stays in the sums, so it shows as a non-finite score, never as a dropped point.
 struct MaskedSums {
-  Tensor weighted_squares, weights;  // (B, C) each
+  Tensor weighted_values, weights;  // (B, C) each
 };
 MaskedSums masked_square_sums(const Tensor& err, const Tensor& valid, const std::vector<double>& area_weights,
                               int64_t nlon, const dist::ProcessGrid& grid);
+// The same for any per-point value (a score that may be negative: the fair CRPS): the sums of
+// a_h m v and of a_h m, v read only where valid.
+MaskedSums masked_value_sums(const Tensor& values, const Tensor& valid, const std::vector<double>& area_weights,
+                             int64_t nlon, const dist::ProcessGrid& grid);
 
 }  // namespace gs::models

@@ -347,7 +347,7 @@ Tensor Stepper::run_model(const Tensor& x, const ForwardContext& ctx, const Chan
 }
 
 Tensor Stepper::forecast_step(const Tensor& prognostic, const Tensor& forcing, int64_t step, uint64_t rollout_id,
-                              int64_t first_sample) {
+                              int64_t first_sample, int64_t member) {
   GS_CHECK(prognostic.defined() && prognostic.dim() == 4, "Stepper::forecast_step: expected a state (B, P, H, W), got {}",
            prognostic.meta_str());
   GS_CHECK(!forcing.defined() || (forcing.dim() == 4 && forcing.size(0) == prognostic.size(0)),
@@ -355,7 +355,7 @@ Tensor Stepper::forecast_step(const Tensor& prognostic, const Tensor& forcing, i
            prognostic.size(0), forcing.meta_str());
   InferenceModeGuard inference;
   ForwardContext ctx;
-  ctx.noise_key = stepper_predict_key(o_.seed, rollout_id, step);
+  ctx.noise_key = stepper_predict_key(o_.seed, rollout_id, step, member);
   ctx.first_sample = first_sample >= 0 ? first_sample : grid_.data_rank() * prognostic.size(0);
   const Tensor x = forcing.defined() ? cat({prognostic, fill_missing(forcing)}, 1) : prognostic;
   const ChannelLayout l = o_.layout.total() == 0 ? ChannelLayout::all_prognostic(prognostic.size(1)) : o_.layout;
@@ -366,7 +366,7 @@ Tensor Stepper::forecast_step(const Tensor& prognostic, const Tensor& forcing, i
 }
 
 Tensor Stepper::predict(const Tensor& input, int64_t n_steps, uint64_t rollout_id, int64_t first_sample,
-                        const Tensor& later) {
+                        const Tensor& later, int64_t member) {
   GS_CHECK(input.defined() && input.dim() == 4, "Stepper::predict: expected input (B, C, H, W), got {}",
            input.meta_str());
   GS_CHECK(n_steps >= 1, "Stepper::predict: expected n_steps >= 1, got {}", n_steps);
@@ -385,7 +385,7 @@ Tensor Stepper::predict(const Tensor& input, int64_t n_steps, uint64_t rollout_i
     // The forcing of the data at the step's input time.
     const Tensor forcing =
         l.forcing > 0 ? narrow(k == 0 ? input : select(later, 1, k - 1), 1, l.prognostic, l.forcing) : Tensor();
-    Tensor pred = forecast_step(state, forcing, k, rollout_id, first_sample);  // shape checked by run_model
+    Tensor pred = forecast_step(state, forcing, k, rollout_id, first_sample, member);  // shape checked by run_model
     copy_values(select(out, 1, k), pred);
     state = l.diagnostic == 0 ? pred : narrow(pred, 1, 0, l.prognostic);
     // Where the data at the state's time is missing, the state reads 0 (the mean), as in training.

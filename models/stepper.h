@@ -109,15 +109,17 @@ class Stepper {
   // undefined when the data has no forcing channel. Keys: stepper_predict_key(seed, rollout_id, k),
   // noise from global sample first_sample (-1: data_rank * B, for replicas that predict equal
   // shares of a global batch).
+  // `member`: the ensemble member whose noise to draw (stepper_predict_key's member; 0 for a
+  // deterministic forecast).
   Tensor predict(const Tensor& input, int64_t n_steps, uint64_t rollout_id = 0, int64_t first_sample = -1,
-                 const Tensor& later = {});
+                 const Tensor& later = {}, int64_t member = 0);
   // One forecast step in inference mode: the model's prediction (B, P + D, H, W) from the
   // prognostic state (B, P, H, W) and the forcing at its time (B, F, H, W; undefined when F = 0),
   // with predict()'s keys for rollout step `step`. Missing values of the forcing (data) are read as
   // 0; the state is taken as it is (a state read from data: fill_missing it first; a fed-back
   // prediction that is not finite must stay so, to be seen).
   Tensor forecast_step(const Tensor& prognostic, const Tensor& forcing, int64_t step, uint64_t rollout_id,
-                       int64_t first_sample);
+                       int64_t first_sample, int64_t member = 0);
   // The channel layout for data of `channels` channels (the options' layout, checked against it).
   ChannelLayout layout(int64_t channels) const;
 

@@ -87,8 +87,12 @@ std::vector<std::string> metrics_columns(int64_t rollout_steps) {
   return c;
 }
 
-const std::vector<std::string> kValidationColumns = {"step", "lead_hours", "variable", "rmse", "persistence_rmse",
-                                                     "val_loss"};
+// An ensemble's run adds its scores (rmse is then the ensemble mean's).
+std::vector<std::string> validation_columns(int64_t members) {
+  std::vector<std::string> c = {"step", "lead_hours", "variable", "rmse", "persistence_rmse", "val_loss"};
+  if (members > 1) c.insert(c.end(), {"spread", "spread_skill", "crps"});
+  return c;
+}
 
 TrainConfig load_config(const TrainArgs& args) {
   GS_CHECK(!args.out_given || !args.out.empty(), "train --out: expected a run directory, got an empty string");
@@ -158,7 +162,8 @@ void TrainSession::prepare_run_directory(const TrainArgs& args) {
       fmt::print(stderr, "removed {} temporary file(s) left in {} by an interrupted run\n", n, paths.root.string());
     if (args.overwrite) {
       // Only the files a run writes; anything else the user put in the directory stays.
-      for (const fs::path& p : {paths.checkpoint, paths.metrics, paths.validation, paths.loss_curve, paths.skill_plot})
+      for (const fs::path& p : {paths.checkpoint, paths.metrics, paths.validation, paths.loss_curve, paths.skill_plot,
+                                paths.spread_skill_plot, paths.rank_histogram})
         fs::remove(p);
       fs::remove_all(paths.maps);
     }
@@ -206,8 +211,9 @@ void TrainSession::open_metrics_files(const TrainArgs& args) {
   const auto columns = metrics_columns(cfg.training.rollout_steps);
   metrics.emplace(args.resume ? MetricsCsv::append(paths.metrics.string(), columns, run->step())
                               : MetricsCsv::create(paths.metrics.string(), columns));
-  val_csv.emplace(args.resume ? MetricsCsv::append(paths.validation.string(), kValidationColumns, run->step())
-                              : MetricsCsv::create(paths.validation.string(), kValidationColumns));
+  const auto val_columns = validation_columns(cfg.training.stepper.ensemble_members);
+  val_csv.emplace(args.resume ? MetricsCsv::append(paths.validation.string(), val_columns, run->step())
+                              : MetricsCsv::create(paths.validation.string(), val_columns));
 }
 
 // How the loop ended, and what the report needs from it.
@@ -287,7 +293,11 @@ class TrainLoop {
       for (size_t c = 0; c < v.variables.size(); ++c)
         if (s_.val_csv)
           s_.in_run_directory("the validation scores", [&] {
-            s_.val_csv->write_row({step, v.lead_hours[k], v.variables[c], v.rmse[k][c], v.persistence[k][c], v.loss});
+            s_.val_csv->write_row(v.members > 1 ? std::vector<CsvCell>{step, v.lead_hours[k], v.variables[c], v.rmse[k][c],
+                                                                         v.persistence[k][c], v.loss, v.spread[k][c],
+                                                                         v.spread_skill[k][c], v.crps[k][c]}
+                                                : std::vector<CsvCell>{step, v.lead_hours[k], v.variables[c], v.rmse[k][c],
+                                                                         v.persistence[k][c], v.loss});
           });
     bar_.message(fmt::format("validation at step {}: loss {:.4g}\n{}", step, v.loss, format_scores(v)));
     return v;
@@ -340,14 +350,19 @@ int report(TrainSession& s, LoopEnd& end) {
   if (!s.root) return 0;
   write_loss_curve(paths.metrics, paths.validation, paths.loss_curve);
   write_skill_plot(*end.last_scores, paths.skill_plot);
+  const bool ensemble = end.last_scores->members > 1;
+  if (ensemble) write_ensemble_plots(*end.last_scores, paths.spread_skill_plot, paths.rank_histogram);
 
   fmt::print("trained {} steps in {:.1f} s ({} this run)\n", s.cfg.training.steps, seconds_since(end.t_train),
              end.steps_here);
-  fmt::print("final validation (area-weighted RMSE, physical units):\n{}", format_scores(*end.last_scores));
+  fmt::print("final validation (area-weighted RMSE{}, physical units):\n{}", ensemble ? " of the ensemble mean" : "",
+             format_scores(*end.last_scores));
   fmt::print("checkpoint:  {}\n", paths.checkpoint.string());
   fmt::print("metrics:     {} and {}\n", paths.metrics.string(), paths.validation.string());
   fmt::print("loss curve:  {}\n", paths.loss_curve.string());
   fmt::print("skill plot:  {}\n", paths.skill_plot.string());
+  if (ensemble)
+    fmt::print("ensemble:    {} and {}\n", paths.spread_skill_plot.string(), paths.rank_histogram.string());
   if (!maps.empty()) fmt::print("maps:        {} ({} files)\n", paths.maps.string(), maps.size());
   return 0;
 }

@@ -25,5 +25,9 @@ void write_loss_curve(const std::filesystem::path& metrics_csv, const std::files
 
 // RMSE / persistence RMSE per variable against lead time (below 1: the model beats persistence).
 void write_skill_plot(const ValidationScores& scores, const std::filesystem::path& png);
+// An ensemble's: the spread-skill ratio by lead per variable (1: calibrated), and the rank histogram
+// (flat: calibrated; U: too little spread; dome: too much).
+void write_ensemble_plots(const ValidationScores& scores, const std::filesystem::path& spread_skill_png,
+                          const std::filesystem::path& rank_histogram_png);
 
 }  // namespace gs::tools

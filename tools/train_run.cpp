@@ -23,7 +23,9 @@ RunPaths::RunPaths(const std::filesystem::path& r)
       loss_curve(r / "loss_curve.png"),
       skill_plot(r / "skill_by_lead.png"),
       maps(r / "maps"),
-      data(r / "data") {}
+      data(r / "data"),
+      spread_skill_plot(r / "spread_skill.png"),
+      rank_histogram(r / "rank_histogram.png") {}
 
 void RunPaths::create() const { std::filesystem::create_directories(maps); }
 
@@ -100,6 +102,10 @@ std::string TrainingRun::describe() const {
   s += fmt::format("optimizer: {} lr {:g}, schedule {}; {} steps of batch {} x {} rollout steps\n",
                    stepper_->optimizer().type_name(), stepper_->optimizer().lr(), cfg_.schedule.type,
                    cfg_.training.steps, cfg_.training.batch_size, cfg_.training.rollout_steps);
+  const models::StepperOptions& so = stepper_->options();
+  s += fmt::format("loss: {}{}\n", so.loss.str(),
+                   so.ensemble_members > 1 ? fmt::format(", {} ensemble members per initial condition", so.ensemble_members)
+                                           : std::string());
   return s;
 }
 

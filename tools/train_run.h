@@ -22,6 +22,7 @@ struct RunPaths {
   void create() const;  // the directory and maps/
   // data: generated data for the tile reads of a multi-process run
   std::filesystem::path root, checkpoint, config, metrics, validation, loss_curve, skill_plot, maps, data;
+  std::filesystem::path spread_skill_plot, rank_histogram;  // an ensemble's
 };
 
 // On a process grid (mpiexec -n N gradsphere train --grid DxHxW) every rank reads only its share of

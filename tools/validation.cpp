@@ -10,6 +10,7 @@
 #include "distributed/sphere_blocks.h"
 #include "models/step_loss.h"
 #include "ops/sphere/sfno_blocks.h"
+#include "tools/ensemble_scores.h"
 
 namespace gs::tools {
 
@@ -33,17 +34,29 @@ ValidationScores validate(models::Stepper& stepper, const ValidationSet& set, co
   const models::ChannelLayout l = stepper.layout(set.input.size(1));
   // Roll out in chunks of batch_size initial states (the memory of one training batch); the
   // forcing of every step comes from the truth (the data after the input).
-  std::vector<Tensor> parts;
-  for (int64_t s = 0; s < S; s += batch_size) {
-    const int64_t b = std::min(batch_size, S - s);
-    // Every replica predicts the same samples: their noise starts at global sample s.
-    parts.push_back(stepper.predict(narrow(set.input, 0, s, b), n, /*rollout_id=*/static_cast<uint64_t>(s), s,
-                                    narrow(set.truth, 0, s, b)));
+  const int64_t K = stepper.options().ensemble_members;
+  std::vector<Tensor> members;  // (S, n, P + D, H, W) each
+  for (int64_t m = 0; m < K; ++m) {
+    std::vector<Tensor> parts;
+    for (int64_t s = 0; s < S; s += batch_size) {
+      const int64_t b = std::min(batch_size, S - s);
+      // Every replica predicts the same samples: their noise starts at global sample s.
+      parts.push_back(stepper.predict(narrow(set.input, 0, s, b), n, /*rollout_id=*/static_cast<uint64_t>(s), s,
+                                      narrow(set.truth, 0, s, b), m));
+    }
+    members.push_back(parts.size() == 1 ? parts[0] : cat(parts, 0));
   }
   ValidationScores r;
+  r.members = K;
   const std::vector<int64_t> outputs = output_channel_indices(l);
   for (int64_t c : outputs) r.variables.push_back(variables[static_cast<size_t>(c)]);
-  r.prediction = parts.size() == 1 ? parts[0] : cat(parts, 0);  // (S, n, P + D, H, W)
+  r.prediction = members[0];
+  Tensor forecast = members[0];  // what `rmse` scores: the ensemble mean for an ensemble
+  if (K > 1) {
+    for (int64_t m = 1; m < K; ++m) forecast = add(forecast, members[m]);
+    forecast = div(forecast, static_cast<double>(K));
+  }
+  std::vector<double> ranks(static_cast<size_t>(K + 1), 0.0);
   const int64_t C = static_cast<int64_t>(outputs.size());
   // Persistence: the initial state for every lead, as the model reads it (missing values 0).
   const Tensor initial = models::fill_missing(output_channels(set.input, l));
@@ -56,13 +69,13 @@ ValidationScores validate(models::Stepper& stepper, const ValidationSet& set, co
     // value); NaN for a channel the truth misses everywhere at this lead.
     auto msq = [&](const Tensor& err) {
       const models::MaskedSums m = models::masked_square_sums(err, valid, area_weights, nlon, grid);
-      const auto num = to(sum(m.weighted_squares, {0}), DType::f64).to_vector<double>();
+      const auto num = to(sum(m.weighted_values, {0}), DType::f64).to_vector<double>();
       const auto den = to(sum(m.weights, {0}), DType::f64).to_vector<double>();
       std::vector<double> out(num.size());
       for (size_t c = 0; c < num.size(); ++c) out[c] = den[c] > 0 ? num[c] / den[c] : std::nan("");
       return out;
     };
-    const auto m = msq(sub(select(r.prediction, 1, k), truth)), p = msq(sub(initial, truth));
+    const auto m = msq(sub(select(forecast, 1, k), truth)), p = msq(sub(initial, truth));
     std::vector<double> rm(C), pr(C);
     for (int64_t c = 0; c < C; ++c) {
       const double sd = norm.std[static_cast<size_t>(outputs[static_cast<size_t>(c)])];
@@ -72,9 +85,28 @@ ValidationScores validate(models::Stepper& stepper, const ValidationSet& set, co
     }
     r.rmse.push_back(rm);
     r.persistence.push_back(pr);
+    if (K > 1) {
+      std::vector<Tensor> at_lead;
+      for (const Tensor& x : members) at_lead.push_back(select(x, 1, k));
+      const EnsembleLeadScores e = score_ensemble_lead(at_lead, truth, area_weights, nlon, grid);
+      std::vector<double> spread(C), ratio(C), crps(C);
+      for (int64_t c = 0; c < C; ++c) {
+        const double sd = norm.std[static_cast<size_t>(outputs[static_cast<size_t>(c)])];
+        spread[c] = std::sqrt(e.variance[c]) * sd;
+        ratio[c] = spread_skill_ratio(spread[c], rm[c], K);
+        crps[c] = e.crps[c] * sd;
+      }
+      r.spread.push_back(spread), r.spread_skill.push_back(ratio), r.crps.push_back(crps);
+      for (size_t b = 0; b < ranks.size(); ++b) ranks[b] += e.rank_weights[b];
+    }
     r.lead_hours.push_back(dt_hours * static_cast<double>(k + 1));
   }
   r.loss = loss_sum / static_cast<double>(std::max<int64_t>(loss_terms, 1));
+  if (K > 1) {
+    double total = 0;
+    for (double w : ranks) total += w;
+    for (double w : ranks) r.rank_histogram.push_back(total > 0 ? w / total : std::nan(""));
+  }
   return r;
 }
 
@@ -108,6 +140,18 @@ std::string format_scores(const ValidationScores& s) {
     out += fmt::format("  lead {:>4g}h:", s.lead_hours[k]);
     for (size_t c = 0; c < s.variables.size(); ++c)
       out += fmt::format("  {} {:.4g} (persistence {:.4g})", s.variables[c], s.rmse[k][c], s.persistence[k][c]);
+    out += "\n";
+    if (s.members > 1) {
+      out += fmt::format("  {:>10}", "");
+      for (size_t c = 0; c < s.variables.size(); ++c)
+        out += fmt::format("  {} spread {:.4g} spread/skill {:.3f} CRPS {:.4g}", s.variables[c], s.spread[k][c],
+                           s.spread_skill[k][c], s.crps[k][c]);
+      out += "\n";
+    }
+  }
+  if (s.members > 1) {
+    out += fmt::format("  rank histogram ({} members; flat = {:.3f}):", s.members, 1.0 / static_cast<double>(s.members + 1));
+    for (double v : s.rank_histogram) out += fmt::format(" {:.3f}", v);
     out += "\n";
   }
   return out;

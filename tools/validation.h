@@ -1,7 +1,8 @@
 // Validation by autoregressive rollout: from evenly spread initial states of the validation set,
 // roll the model out lead_steps steps (forced by the data) and score every lead with the
 // area-weighted RMSE per predicted variable (physical units; masked where the truth is missing),
-// next to persistence (the initial state as the forecast for every lead).
+// next to persistence (the initial state as the forecast for every lead). A stepper that trains
+// ensembles rolls out each of its members (each with its own noise) and adds the ensemble scores.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -31,7 +32,12 @@ struct ValidationScores {
   // Area-weighted MSE in normalised units averaged over leads and variables: the number the
   // reduce-on-plateau schedule and the loss curve use.
   double loss = 0;
-  Tensor prediction;  // (S, n, C, H, W) normalised, for the maps
+  Tensor prediction;  // (S, n, C, H, W) normalised, for the maps (an ensemble: member 0's)
+  // An ensemble (the stepper's ensemble_members K > 1; tools/ensemble_scores.h): `rmse` and `loss`
+  // are the ensemble mean's, and per [lead][variable] in physical units:
+  int64_t members = 1;
+  std::vector<std::vector<double>> spread, spread_skill, crps;
+  std::vector<double> rank_histogram;  // K + 1 shares summing to 1, over every lead and variable
 };
 
 // On a grid that splits the sphere, `set` holds this rank's tile of every sample (every data
@@ -48,7 +54,8 @@ models::TrajectoryInfo output_info(const models::TrajectoryInfo& info);
 // The normaliser of the predicted channels (to denormalise predictions).
 models::Normalizer output_normalizer(const models::Normalizer& norm, const models::ChannelLayout& l);
 
-// "lead 24h: geopotential 12.3 (persistence 45.6) ..." lines, one per lead.
+// "lead 24h: geopotential 12.3 (persistence 45.6) ..." lines, one per lead; for an ensemble also
+// "spread ... spread/skill ... CRPS ..." lines and the rank histogram.
 std::string format_scores(const ValidationScores& s);
 
 }  // namespace gs::tools

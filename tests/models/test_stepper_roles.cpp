@@ -224,7 +224,7 @@ TEST_CASE("masked square sums: missing truth left out, a non-finite error where 
   const Tensor err = reshape(from_vector(std::vector<double>{1, 2, 3, 4, 1, 1, 2, INFINITY}), {1, 2, 2, 2});
   const Tensor truth = reshape(from_vector(std::vector<double>{0, NAN, 0, 0, 0, 0, 0, 0}), {1, 2, 2, 2});
   const MaskedSums m = masked_square_sums(err, present(truth), area, 2, dist::ProcessGrid());
-  const Vec num = m.weighted_squares.to_vector<double>(), den = m.weights.to_vector<double>();
+  const Vec num = m.weighted_values.to_vector<double>(), den = m.weights.to_vector<double>();
   REQUIRE(num.size() == 2);
   // Channel 0: the point (0, 1) is missing; each point's weight is its row's over the row's 2 points.
   CHECK(num[0] == doctest::Approx(0.25 / 2 * 1 + 0.75 / 2 * (9 + 16)));
@@ -233,5 +233,5 @@ TEST_CASE("masked square sums: missing truth left out, a non-finite error where 
   CHECK(std::isinf(num[1]));
   CHECK(den[1] == doctest::Approx(1.0));
   CHECK(contains(error_of([&] { masked_square_sums(err, truth, area, 2, dist::ProcessGrid()); }),
-                 "expected a bool mask of the error's shape"));
+                 "expected a bool mask of the values' shape"));
 }

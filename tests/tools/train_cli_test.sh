@@ -70,7 +70,7 @@ else
 fi
 
 # 3b. Training from NetCDF: the rollout's truth file (CF coordinates, 4 states) as data, and the
-#     stochastic model.
+#     stochastic model as an ensemble (2 members, MSE + CRPS) with its ensemble scores.
 cat > "$work/nc.yaml" <<YAML
 seed: 1
 data:
@@ -89,6 +89,10 @@ training:
   steps: 6
   batch_size: 2
   rollout_steps: 2
+  ensemble_members: 2
+loss:
+  type: mix
+  mix: {mse: 0.5, crps: 1}
 validation:
   samples: 2
   lead_steps: 2
@@ -100,7 +104,13 @@ grep -q "data: netcdf legendre-gauss 16x32, variables \[vorticity, geopotential\
   || fail "unexpected data line: $(grep data: "$work/nc.log")"
 grep -q "NoiseConditionedSFNO" "$work/nc.log" || fail "expected the noise-conditioned model: $(cat "$work/nc.log")"
 grep -q "loss" "$work/nc.log" || fail "no loss lines with bf16 MLP storage: $(cat "$work/nc.log")"
-echo "ok: trained a NoiseConditionedSFNO from NetCDF files (bf16 MLP storage)"
+grep -q "loss: mse 0.5 + crps 1 (alpha 1), 2 ensemble members per initial condition" "$work/nc.log" \
+  || fail "no ensemble loss line: $(cat "$work/nc.log")"
+grep -q "spread/skill" "$work/nc.log" && grep -q "rank histogram (2 members" "$work/nc.log" \
+  || fail "no ensemble scores: $(cat "$work/nc.log")"
+head -n 1 "$work/nc/validation.csv" | grep -q ",spread,spread_skill,crps$" || fail "validation.csv header: $(head -n 1 "$work/nc/validation.csv")"
+for png in spread_skill rank_histogram; do [[ -s "$work/nc/$png.png" ]] || fail "no $png.png"; done
+echo "ok: trained a NoiseConditionedSFNO ensemble from NetCDF files (bf16 MLP storage, CRPS, ensemble scores)"
 
 # 4. Divergence: a huge learning rate makes the loss of the second step infinite; the run stops with
 #    a message and writes no checkpoint of the broken state (the weights were never changed).
