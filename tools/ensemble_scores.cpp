@@ -11,9 +11,6 @@
 #include "ops/ops.h"
 
 namespace gs::tools {
-namespace {
-
-// Per variable: the masked mean of `values` over samples and the sphere (NaN where nothing is valid).
 std::vector<double> masked_means(const Tensor& values, const Tensor& valid, const std::vector<double>& aw, int64_t nlon,
                                  const dist::ProcessGrid& grid) {
   const models::MaskedSums m = models::masked_value_sums(values, valid, aw, nlon, grid);
@@ -23,8 +20,6 @@ std::vector<double> masked_means(const Tensor& values, const Tensor& valid, cons
   for (size_t c = 0; c < num.size(); ++c) out[c] = den[c] > 0 ? num[c] / den[c] : std::nan("");
   return out;
 }
-
-}  // namespace
 
 EnsembleLeadScores score_ensemble_lead(const std::vector<Tensor>& members, const Tensor& truth,
                                        const std::vector<double>& area_weights, int64_t nlon,

@@ -30,6 +30,11 @@ EnsembleLeadScores score_ensemble_lead(const std::vector<Tensor>& members, const
                                        const std::vector<double>& area_weights, int64_t nlon,
                                        const dist::ProcessGrid& grid);
 
+// Per variable of values (S, C, H, W): the masked area-weighted mean over the samples and the whole
+// sphere, read only where `valid` (NaN for a variable with no valid point).
+std::vector<double> masked_means(const Tensor& values, const Tensor& valid, const std::vector<double>& area_weights,
+                                 int64_t nlon, const dist::ProcessGrid& grid);
+
 // sqrt((K + 1) / K) * spread / rmse (NaN when rmse is 0 or either is NaN).
 double spread_skill_ratio(double spread, double rmse, int64_t members);
 

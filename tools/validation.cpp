@@ -65,16 +65,9 @@ ValidationScores validate(models::Stepper& stepper, const ValidationSet& set, co
   for (int64_t k = 0; k < n; ++k) {
     const Tensor truth = output_channels(select(set.truth, 1, k), l);  // (S, P + D, H, W), NaN where missing
     const Tensor valid = models::present(truth);
-    // The whole sphere's masked area-weighted mean over the samples (the mask: where the truth has a
-    // value); NaN for a channel the truth misses everywhere at this lead.
-    auto msq = [&](const Tensor& err) {
-      const models::MaskedSums m = models::masked_square_sums(err, valid, area_weights, nlon, grid);
-      const auto num = to(sum(m.weighted_values, {0}), DType::f64).to_vector<double>();
-      const auto den = to(sum(m.weights, {0}), DType::f64).to_vector<double>();
-      std::vector<double> out(num.size());
-      for (size_t c = 0; c < num.size(); ++c) out[c] = den[c] > 0 ? num[c] / den[c] : std::nan("");
-      return out;
-    };
+    // The whole sphere's masked area-weighted mean square over the samples (the mask: where the
+    // truth has a value); NaN for a channel the truth misses everywhere at this lead.
+    auto msq = [&](const Tensor& err) { return masked_means(mul(err, err), valid, area_weights, nlon, grid); };
     const auto m = msq(sub(select(forecast, 1, k), truth)), p = msq(sub(initial, truth));
     std::vector<double> rm(C), pr(C);
     for (int64_t c = 0; c < C; ++c) {
