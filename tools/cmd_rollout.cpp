@@ -1,4 +1,5 @@
-// `[mpiexec -n N] gradsphere rollout CHECKPOINT [--steps N] [--samples K] [--out DIR] [--grid DxHxW] [--device cuda]`:
+// `[mpiexec -n N] gradsphere rollout CHECKPOINT [--steps N] [--samples K] [--members M] [--out DIR] [--grid DxHxW]
+// [--device cuda]`:
 // inference from a training checkpoint (a CPU or a GPU run's; it loads onto --device). The
 // checkpoint carries the configuration and the normalisation, so nothing else is needed: the model
 // is rebuilt, the validation data regenerated (or read), and K forecasts of N steps from the first
@@ -36,6 +37,7 @@ struct RolloutArgs {
   std::string out;
   int64_t steps = 0;  // 0: the configuration's validation.lead_steps
   int64_t samples = 1;
+  int64_t members = 0;  // 0: the configuration's training.ensemble_members
   std::string grid;  // "DxHxW" under a launcher; empty: the configuration's distributed.grid
   std::string device = "cpu";  // cpu, cuda or cuda:N (one process)
   std::vector<std::string> data;  // --data: forced inference from these files
@@ -99,6 +101,13 @@ int run_rollout(const RolloutArgs& args) {
   const auto area_weights = sphere::area_weights_coslat(val.grid, val.nlat);
   models::StepperOptions so = cfg.training.stepper;
   so.layout = val.layout();
+  so.ensemble_members = args.members > 0 ? args.members : so.ensemble_members;
+  so.loss = {};  // inference: the training loss plays no part (a CRPS needs no member count here)
+  GS_CHECK(so.ensemble_members == 1 || cfg.model.type == "noise_sfno",
+           "rollout --members {}: the checkpoint's model ({}) is deterministic, so every member would be the same; "
+           "an ensemble needs a stochastic model (model.type: noise_sfno)",
+           so.ensemble_members, cfg.model.type);
+  const int64_t members = so.ensemble_members;
   models::Stepper stepper(model, build_optimizer(cfg, *model), area_weights, so);
   if (!grid.is_single_process()) stepper.set_distributed(grid);
 
@@ -125,40 +134,49 @@ int run_rollout(const RolloutArgs& args) {
   const Tensor input = to(to(norm.normalize(stack(first, 0)), cfg.data.dtype), device);
   const Tensor truth =
       truth_steps >= 1 ? to(to(norm.normalize(stack(after, 0)), cfg.data.dtype), device) : Tensor{};
-  Tensor forecast;  // (K, n, C, h, w) normalised
+  std::vector<Tensor> forecasts;  // per member (K, n, C, h, w) normalised
   std::optional<ValidationScores> scores;
   if (truth_steps == n) {
     scores = validate(stepper, ValidationSet{input, truth}, norm, area_weights, val.variables, val.dt_hours,
                       cfg.training.batch_size, grid, val.nlon);
-    forecast = scores->prediction;
+    forecasts = members > 1 ? scores->member_predictions : std::vector<Tensor>{scores->prediction};
   } else {
     InferenceModeGuard inference;
-    forecast = stepper.predict(input, n, /*rollout_id=*/0, /*first_sample=*/0, truth);
+    for (int64_t m = 0; m < members; ++m)
+      forecasts.push_back(stepper.predict(input, n, /*rollout_id=*/0, /*first_sample=*/0, truth, m));
   }
-  // From here on everything is host work (checks, gathers, files): bring the forecast back.
-  forecast = to(forecast, Device::cpu());
+  // From here on everything is host work (checks, gathers, files): bring the forecast back, the
+  // members along dim 1 (K, members, n, C, h, w).
+  Tensor forecast = to(stack(forecasts, 1), Device::cpu());
   const Tensor host_input = to(input, Device::cpu()), host_truth = truth.defined() ? to(truth, Device::cpu()) : truth;
   // A forecast that blows up is reported, never written or scored as numbers.
-  const Tensor finite = isfinite(forecast);  // (K, n, C, h, w)
+  const Tensor finite = isfinite(forecast);  // (K, members, n, C, h, w)
   if (!all_true(finite)) {
     int64_t lead = 0;
-    while (all_true(select(finite, 1, lead))) ++lead;
+    while (all_true(select(finite, 2, lead))) ++lead;
     fail("rollout: the forecast is not finite from step {} of {} on (the model diverges from these initial states); "
          "nothing was written",
          lead + 1, n);
   }
   // The predicted channels, in physical units (the forcing is the data's, not a forecast).
   const models::Normalizer out_norm = output_normalizer(norm, l);
-  const Tensor phys_forecast = out_norm.denormalize(whole_sphere(forecast, grid));
+  const Tensor phys_forecast = out_norm.denormalize(whole_sphere(forecast, grid));  // (K, members, n, C, H, W)
   const Tensor phys_input = out_norm.denormalize(whole_sphere(output_channels(host_input, l), grid));
   const Tensor phys_truth =
       host_truth.defined() ? out_norm.denormalize(whole_sphere(output_channels(host_truth, l), grid)) : Tensor{};
   const models::TrajectoryInfo out_info = output_info(val);
   if (!root) return 0;
   const auto pred_path = out / "rollout.nc";
-  models::write_netcdf(pred_path, as_trajectories(out_info, phys_input, phys_forecast),
-                       {.title = "gradsphere rollout", .history = "gradsphere rollout " + args.checkpoint});
-  fmt::print("forecast:    {} ({} sample(s) x {} steps of {:g} h)\n", pred_path.string(), K, n, val.dt_hours);
+  // Sample-major trajectories, each member's from the sample's initial state.
+  const Shape& fs = phys_forecast.sizes();
+  const Tensor flat_forecast = reshape(phys_forecast, {fs[0] * fs[1], fs[2], fs[3], fs[4], fs[5]});
+  const Tensor flat_input = reshape(stack(std::vector<Tensor>(static_cast<size_t>(members), phys_input), 1),
+                                    {fs[0] * fs[1], fs[3], fs[4], fs[5]});
+  models::NetcdfWriteOptions wo{.title = "gradsphere rollout", .history = "gradsphere rollout " + args.checkpoint};
+  if (members > 1) wo.members = members;
+  models::write_netcdf(pred_path, as_trajectories(out_info, flat_input, flat_forecast), wo);
+  fmt::print("forecast:    {} ({} sample(s) x {} steps of {:g} h{})\n", pred_path.string(), K, n, val.dt_hours,
+             members > 1 ? fmt::format(", {} members each (dim 'member')", members) : std::string());
   if (phys_truth.defined()) {
     const auto truth_path = out / "truth.nc";
     models::write_netcdf(truth_path, as_trajectories(out_info, phys_input, phys_truth),
@@ -170,7 +188,8 @@ int run_rollout(const RolloutArgs& args) {
   if (n > 2) leads.push_back(n / 2 - 1);
   if (n > 1) leads.push_back(n - 1);
   auto maps = write_maps(out / "maps", phys_truth.defined() ? select(phys_truth, 0, 0) : Tensor{},
-                         select(phys_forecast, 0, 0), out_info.variables, leads, val.dt_hours, cfg.output.map_scale,
+                         select(select(phys_forecast, 0, 0), 0, 0), out_info.variables, leads, val.dt_hours,
+                         cfg.output.map_scale,
                          "rollout");
   fmt::print("maps:        {} ({} files)\n", (out / "maps").string(), maps.size());
   return 0;
@@ -186,6 +205,11 @@ void add_rollout_command(CLI::App& app, CommandRegistry& commands) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--samples", args->samples, "Forecasts from the first state of this many validation trajectories")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--members", args->members,
+                  "Ensemble members per sample, each with its own noise (a NoiseConditionedSFNO; default: the "
+                  "configuration's training.ensemble_members); rollout.nc gets a 'member' dim and the scores the "
+                  "ensemble's")
+      ->check(CLI::Range(1, 64));
   sub->add_option("--out", args->out, "Output directory (default: rollout/ beside the checkpoint)");
   sub->add_option("--grid", args->grid,
                   "Process grid DATAxHxW under mpiexec (default: distributed.grid of the stored configuration, else "

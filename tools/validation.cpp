@@ -53,6 +53,7 @@ ValidationScores validate(models::Stepper& stepper, const ValidationSet& set, co
   r.prediction = members[0];
   Tensor forecast = members[0];  // what `rmse` scores: the ensemble mean for an ensemble
   if (K > 1) {
+    r.member_predictions = members;
     for (int64_t m = 1; m < K; ++m) forecast = add(forecast, members[m]);
     forecast = div(forecast, static_cast<double>(K));
   }

@@ -36,6 +36,7 @@ struct ValidationScores {
   // An ensemble (the stepper's ensemble_members K > 1; tools/ensemble_scores.h): `rmse` and `loss`
   // are the ensemble mean's, and per [lead][variable] in physical units:
   int64_t members = 1;
+  std::vector<Tensor> member_predictions;  // K tensors like `prediction` (member 0's is it)
   std::vector<std::vector<double>> spread, spread_skill, crps;
   std::vector<double> rank_histogram;  // K + 1 shares summing to 1, over every lead and variable
 };

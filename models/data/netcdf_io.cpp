@@ -29,20 +29,25 @@ int define_coordinate(const NcFile& f, const char* name, nc_type type, int dim,
 // global attributes), definitions ended. time_len: a length, or NC_UNLIMITED (a file written step
 // by step); samples > 0: a sample dimension first.
 struct Defined {
-  int time_var = -1, lat_var = -1, lon_var = -1, sample_var = -1;
+  int time_var = -1, lat_var = -1, lon_var = -1, sample_var = -1, member_var = -1;
   std::vector<int> vars;
 };
 
 Defined define_file(const NcFile& f, const TrajectoryInfo& data, const NetcdfWriteOptions& opt, size_t time_len,
                     size_t samples, nc_type type) {
   const int64_t C = data.channels();
-  int sample_dim = -1, time_dim, lat_dim, lon_dim;
+  int sample_dim = -1, member_dim = -1, time_dim, lat_dim, lon_dim;
   Defined d;
   if (samples > 0) f.check(nc_def_dim(f.id(), "sample", samples, &sample_dim), "defining dim 'sample'");
+  if (opt.members > 0)
+    f.check(nc_def_dim(f.id(), "member", static_cast<size_t>(opt.members), &member_dim), "defining dim 'member'");
   f.check(nc_def_dim(f.id(), "time", time_len, &time_dim), "defining dim 'time'");
   f.check(nc_def_dim(f.id(), "lat", static_cast<size_t>(data.nlat), &lat_dim), "defining dim 'lat'");
   f.check(nc_def_dim(f.id(), "lon", static_cast<size_t>(data.nlon), &lon_dim), "defining dim 'lon'");
   if (samples > 0) d.sample_var = define_coordinate(f, "sample", NC_INT, sample_dim, {{"long_name", "trajectory index"}});
+  if (opt.members > 0)
+    d.member_var = define_coordinate(f, "member", NC_INT, member_dim,
+                                     {{"long_name", "ensemble member"}, {"standard_name", "realization"}});
   d.time_var = define_coordinate(f, "time", NC_DOUBLE, time_dim,
                                  {{"standard_name", "time"},
                                   {"long_name", "time"},
@@ -57,6 +62,10 @@ Defined define_file(const NcFile& f, const TrajectoryInfo& data, const NetcdfWri
       {{"standard_name", "longitude"}, {"long_name", "longitude"}, {"units", "degrees_east"}, {"axis", "X"}});
   std::vector<int> dims = {time_dim, lat_dim, lon_dim};
   std::vector<size_t> chunks = {1, static_cast<size_t>(data.nlat), static_cast<size_t>(data.nlon)};
+  if (opt.members > 0) {
+    dims.insert(dims.begin(), member_dim);
+    chunks.insert(chunks.begin(), 1);
+  }
   if (samples > 0) {
     dims.insert(dims.begin(), sample_dim);
     chunks.insert(chunks.begin(), 1);
@@ -124,14 +133,18 @@ void write_netcdf(const fs::path& path, const TrajectoryData& data, const Netcdf
            opt.long_names.size());
   GS_CHECK(opt.deflate_level >= 0 && opt.deflate_level <= 9, "{}: deflate_level must be 0 to 9, got {}", where,
            opt.deflate_level);
-  const bool multi = data.trajectories.size() > 1;
+  GS_CHECK(opt.members >= 0 && (opt.members == 0 || data.trajectories.size() % static_cast<size_t>(opt.members) == 0),
+           "{}: expected trajectories in whole ensembles of {} members, got {} trajectories", where, opt.members,
+           data.trajectories.size());
+  const size_t M = opt.members > 0 ? static_cast<size_t>(opt.members) : 1;
+  const size_t samples = data.trajectories.size() / M;
+  const bool multi = samples > 1;
 
   AtomicFile file(path);
   file.close_descriptor();  // NetCDF writes the temporary file by its path
   NcFile f = NcFile::create(file.temp_path(), path);
   const nc_type type = first.dtype() == DType::f32 ? NC_FLOAT : NC_DOUBLE;
-  const Defined d = define_file(f, data.info(), opt, static_cast<size_t>(T),
-                                multi ? data.trajectories.size() : 0, type);
+  const Defined d = define_file(f, data.info(), opt, static_cast<size_t>(T), multi ? samples : 0, type);
   const int time_var = d.time_var, sample_var = d.sample_var;
   const std::vector<int>& vars = d.vars;
 
@@ -139,9 +152,14 @@ void write_netcdf(const fs::path& path, const TrajectoryData& data, const Netcdf
   for (int64_t t = 0; t < T; ++t) times[t] = opt.start_hours + static_cast<double>(t) * data.dt_hours;
   f.check(nc_put_var_double(f.id(), time_var, times.data()), "writing 'time'");
   if (multi) {
-    std::vector<int> index(data.trajectories.size());
+    std::vector<int> index(samples);
     std::iota(index.begin(), index.end(), 0);
     f.check(nc_put_var_int(f.id(), sample_var, index.data()), "writing 'sample'");
+  }
+  if (opt.members > 0) {
+    std::vector<int> index(M);
+    std::iota(index.begin(), index.end(), 0);
+    f.check(nc_put_var_int(f.id(), d.member_var, index.data()), "writing 'member'");
   }
 
   const size_t field = static_cast<size_t>(data.nlat * data.nlon);
@@ -153,8 +171,12 @@ void write_netcdf(const fs::path& path, const TrajectoryData& data, const Netcdf
       for (int64_t c = 0; c < C; ++c) {
         std::vector<size_t> start = {static_cast<size_t>(t), 0, 0};
         std::vector<size_t> count = {1, static_cast<size_t>(data.nlat), static_cast<size_t>(data.nlon)};
+        if (opt.members > 0) {
+          start.insert(start.begin(), s % M);
+          count.insert(count.begin(), 1);
+        }
         if (multi) {
-          start.insert(start.begin(), s);
+          start.insert(start.begin(), s / M);
           count.insert(count.begin(), 1);
         }
         size_t at = (static_cast<size_t>(t) * static_cast<size_t>(C) + static_cast<size_t>(c)) * field;
@@ -186,6 +208,8 @@ NetcdfStreamWriter::NetcdfStreamWriter(const fs::path& path, const TrajectoryInf
            like.channels(), like.nlat, like.nlon);
   GS_CHECK(like.dtype == DType::f32 || like.dtype == DType::f64, "NetcdfStreamWriter('{}'): expected f32 or f64, got {}",
            path.string(), dtype_name(like.dtype));
+  GS_CHECK(opt.members == 0, "NetcdfStreamWriter('{}'): streams one trajectory; an ensemble's members ({}) go through "
+           "write_netcdf", path.string(), opt.members);
   file_ = std::make_unique<File>(path);
   file_->nc.emplace(NcFile::create(file_->atomic.temp_path(), path));
   file_->defined = define_file(*file_->nc, like, opt, NC_UNLIMITED, 0, like.dtype == DType::f32 ? NC_FLOAT : NC_DOUBLE);

@@ -72,7 +72,7 @@ std::shared_ptr<TrajectorySource> open_netcdf(const std::vector<std::filesystem:
 
 struct NetcdfWriteOptions {
   std::string title = "gradsphere trajectories";
-  std::string history;                                 // appended after the "created by gradsphere" line
+  std::string history = {};                            // appended after the "created by gradsphere" line
   std::string reference_time = "2000-01-01 00:00:00";  // time units: "hours since <reference_time>"
   double start_hours = 0.0;                            // time of state 0 after the reference
   std::string calendar = "standard";                   // the CF calendar of the time coordinate
@@ -80,6 +80,9 @@ struct NetcdfWriteOptions {
   std::vector<std::string> long_names = {};               // one per variable, or empty (the variable names)
   std::map<std::string, std::string> attributes = {};     // extra global attributes
   int deflate_level = 0;                               // 0 (none) to 9
+  // An ensemble (write_netcdf only): > 0 puts a 'member' dim of this size after 'sample'; the
+  // trajectories are then sample-major, members of sample s at s * members .. s * members + members - 1.
+  int64_t members = 0;
 };
 
 // Writes `data` atomically (temporary file + rename). Several trajectories must have the same

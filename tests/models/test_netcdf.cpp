@@ -144,6 +144,41 @@ TEST_CASE("netcdf: write -> read round trip is exact for f32 and f64, one trajec
     }
 }
 
+TEST_CASE("netcdf: an ensemble's members go along a 'member' dim after 'sample', each value in its place") {
+  TempDir dir("netcdf_members");
+  for (int samples : {1, 2}) {
+    CAPTURE(samples);
+    const int members = 3;
+    TrajectoryData d = sample_data(DType::f64, samples * members);  // sample-major
+    const fs::path p = dir / "ens.nc";
+    write_netcdf(p, d, NetcdfWriteOptions{.members = members});
+    int id = -1;
+    nc(nc_open(p.c_str(), NC_NOWRITE, &id));
+    const int v = var_id(id, d.variables[1].c_str());
+    const std::vector<std::string> want = samples > 1 ? std::vector<std::string>{"sample", "member", "time", "lat", "lon"}
+                                                      : std::vector<std::string>{"member", "time", "lat", "lon"};
+    CHECK(dim_names(id, v) == want);
+    CHECK(text_attr(id, var_id(id, "member"), "standard_name") == "realization");
+    // Sample s, member m, state t of channel 1: trajectory s * members + m.
+    const int64_t T = d.trajectories[0].size(0), field = d.nlat * d.nlon;
+    for (int s = 0; s < samples; ++s)
+      for (int m = 0; m < members; ++m) {
+        std::vector<size_t> start = {static_cast<size_t>(m), static_cast<size_t>(T - 1), 0, 0};
+        std::vector<size_t> count = {1, 1, static_cast<size_t>(d.nlat), static_cast<size_t>(d.nlon)};
+        if (samples > 1) start.insert(start.begin(), static_cast<size_t>(s)), count.insert(count.begin(), 1);
+        std::vector<double> got(static_cast<size_t>(field));
+        nc(nc_get_vara_double(id, v, start.data(), count.data(), got.data()));
+        const auto all = d.trajectories[static_cast<size_t>(s * members + m)].to_vector<double>();
+        const auto from = all.begin() + ((T - 1) * 3 + 1) * field;
+        CHECK(got == std::vector<double>(from, from + field));
+      }
+    nc(nc_close(id));
+  }
+  TrajectoryData d = sample_data(DType::f64, 4);
+  CHECK(gs_test::contains(gs_test::error_of([&] { write_netcdf(dir / "bad.nc", d, {.members = 3}); }),
+                          "whole ensembles of 3 members, got 4 trajectories"));
+}
+
 TEST_CASE("netcdf: the file carries CF coordinates and attributes") {
   TempDir dir("netcdf");
   TrajectoryData d = sample_data(DType::f32, 2, 3);
