@@ -1,5 +1,5 @@
 // The collective tape ops' entries in the distributed registry. Each op is sampled over every
-// group of the current grid, in f64 and c128, with dims that do not divide evenly (17 over 3, 5
+// group of the current grid (sample_groups), in f64 and c128, with dims that do not divide evenly (17 over 3, 5
 // over 2 or 4) and with dims smaller than the group (some ranks hold empty blocks).
 #include "distributed/collectives.h"
 #include "distributed/dist_registry.h"
@@ -7,7 +7,13 @@
 namespace gs::dist {
 namespace {
 
-const Group kGroups[] = {Group::world, Group::data, Group::h, Group::w, Group::spatial};
+// The groups a sample runs over: the ensemble axis's two (ensemble, and replicas = ensemble x data)
+// only on a grid that has one (with E = 1 they are a single rank and the data group).
+std::vector<Group> sample_groups(const ProcessGrid& grid) {
+  std::vector<Group> out = {Group::world, Group::data, Group::h, Group::w, Group::spatial};
+  if (grid.ensemble_size() > 1) out.insert(out.end(), {Group::ensemble, Group::replicas});
+  return out;
+}
 
 std::string group_label(Group g, const ProcessGrid& grid) {
   return fmt::format("group {} ({} ranks)", group_name(g), grid.group_size(g));
@@ -16,7 +22,7 @@ std::string group_label(Group g, const ProcessGrid& grid) {
 std::vector<DistSample> reduce_samples(const ProcessGrid& grid, RandomKey key) {
   std::vector<DistSample> out;
   uint64_t s = key.stream;
-  for (Group g : kGroups) {
+  for (Group g : sample_groups(grid)) {
     auto comm = grid.comm(g);
     for (DType dt : {DType::f64, DType::c128}) {
       DistSample d;
@@ -34,7 +40,7 @@ std::vector<DistSample> reduce_samples(const ProcessGrid& grid, RandomKey key) {
 std::vector<DistSample> copy_samples(const ProcessGrid& grid, RandomKey key) {
   std::vector<DistSample> out;
   uint64_t s = key.stream;
-  for (Group g : kGroups) {
+  for (Group g : sample_groups(grid)) {
     auto comm = grid.comm(g);
     DistSample d;
     d.label = group_label(g, grid);
@@ -50,7 +56,7 @@ std::vector<DistSample> copy_samples(const ProcessGrid& grid, RandomKey key) {
 std::vector<DistSample> gather_samples(const ProcessGrid& grid, RandomKey key) {
   std::vector<DistSample> out;
   uint64_t s = key.stream;
-  for (Group g : kGroups) {
+  for (Group g : sample_groups(grid)) {
     auto comm = grid.comm(g);
     for (int64_t global : {int64_t{5}, int64_t{2}}) {
       const int64_t local = split_block(global, comm->size(), comm->rank()).count;
@@ -71,7 +77,7 @@ std::vector<DistSample> gather_samples(const ProcessGrid& grid, RandomKey key) {
 std::vector<DistSample> scatter_samples(const ProcessGrid& grid, RandomKey key) {
   std::vector<DistSample> out;
   uint64_t s = key.stream;
-  for (Group g : kGroups) {
+  for (Group g : sample_groups(grid)) {
     auto comm = grid.comm(g);
     for (int64_t global : {int64_t{5}, int64_t{2}}) {
       DistSample d;
@@ -89,7 +95,7 @@ std::vector<DistSample> scatter_samples(const ProcessGrid& grid, RandomKey key) 
 std::vector<DistSample> transpose_samples(const ProcessGrid& grid, RandomKey key) {
   std::vector<DistSample> out;
   uint64_t s = key.stream;
-  for (Group g : kGroups) {
+  for (Group g : sample_groups(grid)) {
     auto comm = grid.comm(g);
     // (from, to) globals: uneven both ways, and a dim smaller than the group.
     for (auto [from_g, to_g] : {std::pair<int64_t, int64_t>{5, 3}, {2, 7}}) {

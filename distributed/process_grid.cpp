@@ -21,11 +21,12 @@ Block split_block(int64_t n, int64_t parts, int64_t index) {
   return {start, base + (index < extra ? 1 : 0)};
 }
 
-ProcessGrid::ProcessGrid(int64_t data, int64_t h, int64_t w, int64_t world_rank)
-    : data_(data), h_(h), w_(w), rank_(world_rank) {
-  GS_CHECK(data >= 1 && h >= 1 && w >= 1, "ProcessGrid: expected data, h and w >= 1, got {} x {} x {}", data, h, w);
-  GS_CHECK(world_rank >= 0 && world_rank < data * h * w,
-           "ProcessGrid: rank {} is outside a grid of {} x {} x {} = {} ranks", world_rank, data, h, w, data * h * w);
+ProcessGrid::ProcessGrid(int64_t data, int64_t h, int64_t w, int64_t world_rank, int64_t ensemble)
+    : data_(data), h_(h), w_(w), rank_(world_rank), ensemble_(ensemble) {
+  GS_CHECK(data >= 1 && h >= 1 && w >= 1 && ensemble >= 1,
+           "ProcessGrid: expected ensemble, data, h and w >= 1, got {} x {} x {} x {}", ensemble, data, h, w);
+  GS_CHECK(world_rank >= 0 && world_rank < world_size(), "ProcessGrid: rank {} is outside a grid of {} ranks ({})",
+           world_rank, world_size(), spec().str());
 }
 
 std::string Distribution::str() const {
@@ -35,7 +36,8 @@ std::string Distribution::str() const {
 }
 
 std::string ProcessGrid::str() const {
-  return fmt::format("data {} x h {} x w {}, rank {}", data_, h_, w_, rank_);
+  return fmt::format("{}data {} x h {} x w {}, rank {}", ensemble_ > 1 ? fmt::format("ensemble {} x ", ensemble_) : "",
+                     data_, h_, w_, rank_);
 }
 
 const char* group_name(Group g) {
@@ -47,45 +49,70 @@ const char* group_name(Group g) {
     case Group::spatial: return "spatial";
     case Group::data_w: return "data_w";
     case Group::data_h: return "data_h";
+    case Group::ensemble: return "ensemble";
+    case Group::replicas: return "replicas";
   }
   return "?";
 }
 
-std::string GridSpec::str() const { return fmt::format("{}x{}x{}", data, h, w); }
+std::string GridSpec::str() const {
+  return ensemble > 1 ? fmt::format("{}x{}x{}x{}", ensemble, data, h, w) : fmt::format("{}x{}x{}", data, h, w);
+}
 
 GridSpec parse_grid(const std::string& text) {
+  std::vector<long long> parts;
+  size_t at = 0;
+  bool ok = !text.empty();
+  while (ok && at <= text.size()) {
+    const size_t x = text.find('x', at);
+    const std::string part = text.substr(at, x == std::string::npos ? std::string::npos : x - at);
+    ok = !part.empty() && part.size() <= 9 && part.find_first_not_of("0123456789") == std::string::npos;
+    if (ok) parts.push_back(std::stoll(part));
+    if (x == std::string::npos) break;
+    at = x + 1;
+  }
+  ok = ok && (parts.size() == 3 || parts.size() == 4);
+  for (long long p : parts) ok = ok && p >= 1;
+  GS_CHECK(ok,
+           "--grid: expected DATAxHxW or ENSEMBLExDATAxHxW with positive integers (e.g. 1x2x2, or 2x1x2x2 for two "
+           "ensemble ranks), got '{}'",
+           text);
   GridSpec g;
-  long long d = 0, h = 0, w = 0;
-  char x1 = 0, x2 = 0;
-  int consumed = 0;
-  const bool ok = std::sscanf(text.c_str(), "%lld%c%lld%c%lld%n", &d, &x1, &h, &x2, &w, &consumed) == 5 &&
-                  x1 == 'x' && x2 == 'x' && consumed == static_cast<int>(text.size()) && d >= 1 && h >= 1 && w >= 1;
-  GS_CHECK(ok, "--grid: expected DATAxHxW with three positive integers (e.g. 1x2x2), got '{}'", text);
-  g.data = d, g.h = h, g.w = w;
+  const size_t o = parts.size() - 3;
+  if (o == 1) g.ensemble = parts[0];
+  g.data = parts[o], g.h = parts[o + 1], g.w = parts[o + 2];
   return g;
 }
 
-std::vector<GridSpec> all_grids(int64_t n) {
+std::vector<GridSpec> all_grids(int64_t n, bool with_ensemble) {
   std::vector<GridSpec> out;
-  for (int64_t d = 1; d <= n; ++d)
-    for (int64_t h = 1; d * h <= n; ++h)
-      if (n % (d * h) == 0) out.push_back({d, h, n / (d * h)});
+  for (int64_t e = 1; e <= (with_ensemble ? n : 1); ++e) {
+    if (n % e != 0) continue;
+    const int64_t m = n / e;
+    for (int64_t d = 1; d <= m; ++d)
+      for (int64_t h = 1; d * h <= m; ++h)
+        if (m % (d * h) == 0) out.push_back({d, h, m / (d * h), e});
+  }
   return out;
 }
 
-std::array<int64_t, 3> ProcessGrid::coords(int64_t r) const { return {r / (h_ * w_), (r / w_) % h_, r % w_}; }
+std::array<int64_t, 4> ProcessGrid::coords(int64_t r) const {
+  const int64_t rep = r / (h_ * w_);
+  return {rep / data_, rep % data_, (r / w_) % h_, r % w_};
+}
 
 ProcessGrid ProcessGrid::create(const CommPtr& world, const GridSpec& spec) {
   GS_CHECK(world != nullptr, "ProcessGrid::create: no world communicator");
-  GS_CHECK(spec.data >= 1 && spec.h >= 1 && spec.w >= 1, "ProcessGrid: expected a grid of sizes >= 1, got {}",
-           spec.str());
+  GS_CHECK(spec.ensemble >= 1 && spec.data >= 1 && spec.h >= 1 && spec.w >= 1,
+           "ProcessGrid: expected a grid of sizes >= 1, got {}", spec.str());
   GS_CHECK(spec.size() == world->size(),
-           "ProcessGrid: grid {} needs data * h * w = {} ranks, but the job has {} (world size); pick a grid whose "
-           "product is the number of processes",
+           "ProcessGrid: grid {} needs {} ranks, but the job has {} (world size); pick a grid whose product is the "
+           "number of processes",
            spec.str(), spec.size(), world->size());
-  ProcessGrid g(spec.data, spec.h, spec.w, world->rank());
-  auto [d, i, j] = g.coords(g.rank_);
-  const int64_t H = spec.h, W = spec.w;
+  ProcessGrid g(spec.data, spec.h, spec.w, world->rank(), spec.ensemble);
+  auto [e, d, i, j] = g.coords(g.rank_);
+  const int64_t D = spec.data, H = spec.h, W = spec.w;
+  const int64_t rep = e * D + d;  // the replica: one (e, d)
   auto comms = std::make_shared<std::array<CommPtr, kGroupCount>>();
   auto& c = *comms;
   c[int(Group::world)] = world;
@@ -93,12 +120,14 @@ ProcessGrid ProcessGrid::create(const CommPtr& world, const GridSpec& spec) {
   auto split = [&](Group grp, int64_t color, int64_t key) {
     c[int(grp)] = world->split(static_cast<int>(color), static_cast<int>(key), group_name(grp));
   };
-  split(Group::data, i * W + j, d);
-  split(Group::h, d * W + j, i);
-  split(Group::w, d * H + i, j);
-  split(Group::spatial, d, i * W + j);
-  split(Group::data_w, i, d * W + j);
-  split(Group::data_h, j, d * H + i);
+  split(Group::data, (e * H + i) * W + j, d);
+  split(Group::h, rep * W + j, i);
+  split(Group::w, rep * H + i, j);
+  split(Group::spatial, rep, i * W + j);
+  split(Group::data_w, i, rep * W + j);
+  split(Group::data_h, j, rep * H + i);
+  split(Group::ensemble, (d * H + i) * W + j, e);
+  split(Group::replicas, i * W + j, rep);
   g.comms_ = comms;
   return g;
 }
@@ -126,37 +155,44 @@ int ProcessGrid::group_size(Group grp) const {
     case Group::h: return static_cast<int>(h_);
     case Group::w: return static_cast<int>(w_);
     case Group::spatial: return static_cast<int>(h_ * w_);
-    case Group::data_w: return static_cast<int>(data_ * w_);
-    case Group::data_h: return static_cast<int>(data_ * h_);
+    case Group::data_w: return static_cast<int>(ensemble_ * data_ * w_);
+    case Group::data_h: return static_cast<int>(ensemble_ * data_ * h_);
+    case Group::ensemble: return static_cast<int>(ensemble_);
+    case Group::replicas: return static_cast<int>(ensemble_ * data_);
   }
   return 1;
 }
 
 int ProcessGrid::group_rank(Group grp) const {
-  auto [d, i, j] = coords(rank_);
+  auto [e, d, i, j] = coords(rank_);
+  const int64_t rep = e * data_ + d;
   switch (grp) {
     case Group::world: return static_cast<int>(rank_);
     case Group::data: return static_cast<int>(d);
     case Group::h: return static_cast<int>(i);
     case Group::w: return static_cast<int>(j);
     case Group::spatial: return static_cast<int>(i * w_ + j);
-    case Group::data_w: return static_cast<int>(d * w_ + j);
-    case Group::data_h: return static_cast<int>(d * h_ + i);
+    case Group::data_w: return static_cast<int>(rep * w_ + j);
+    case Group::data_h: return static_cast<int>(rep * h_ + i);
+    case Group::ensemble: return static_cast<int>(e);
+    case Group::replicas: return static_cast<int>(rep);
   }
   return 0;
 }
 
 bool ProcessGrid::in_my_group(int64_t other, Group grp) const {
   auto a = coords(rank_), b = coords(other);
-  const bool same_d = a[0] == b[0], same_i = a[1] == b[1], same_j = a[2] == b[2];
+  const bool same_e = a[0] == b[0], same_d = a[1] == b[1], same_i = a[2] == b[2], same_j = a[3] == b[3];
   switch (grp) {
     case Group::world: return true;
-    case Group::data: return same_i && same_j;
-    case Group::h: return same_d && same_j;
-    case Group::w: return same_d && same_i;
-    case Group::spatial: return same_d;
+    case Group::data: return same_e && same_i && same_j;
+    case Group::h: return same_e && same_d && same_j;
+    case Group::w: return same_e && same_d && same_i;
+    case Group::spatial: return same_e && same_d;
     case Group::data_w: return same_i;
     case Group::data_h: return same_j;
+    case Group::ensemble: return same_d && same_i && same_j;
+    case Group::replicas: return same_i && same_j;
   }
   return false;
 }

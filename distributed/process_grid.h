@@ -24,37 +24,42 @@ struct Block {
 // Splits n into `parts` blocks; the first n % parts blocks get one more element (DESIGN.md).
 Block split_block(int64_t n, int64_t parts, int64_t index);
 
-// The groups of a grid (d, i, j = data, h and w coordinates):
-//   world    every rank
-//   data     same (i, j): the data-parallel replicas of one tile
-//   h        same (d, j): a column of tiles (latitude / degree l split)
-//   w        same (d, i): a row of tiles (longitude / order m split)
-//   spatial  same d: the tiles of one replica (h x w)
-//   data_w   same i: where an h-sharded parameter is replicated (data x w)
-//   data_h   same j: where a w-sharded parameter is replicated (data x h)
-enum class Group { world, data, h, w, spatial, data_w, data_h };
-constexpr int kGroupCount = 7;
+// The groups of a grid (e, d, i, j = ensemble, data, h and w coordinates; a replica is one (e, d)):
+//   world     every rank
+//   data      same (e, i, j): the data-parallel shards of the batch (for one set of members)
+//   h         same (e, d, j): a column of tiles (latitude / degree l split)
+//   w         same (e, d, i): a row of tiles (longitude / order m split)
+//   spatial   same (e, d): the tiles of one replica (h x w)
+//   data_w    same i: where an h-sharded parameter is replicated (ensemble x data x w)
+//   data_h    same j: where a w-sharded parameter is replicated (ensemble x data x h)
+//   ensemble  same (d, i, j): the ranks holding the other ensemble members of the same samples
+//   replicas  same (i, j): where a replicated parameter is (ensemble x data)
+// With one ensemble rank (E = 1) `replicas` is `data`, and every group is what a DxHxW grid had.
+enum class Group { world, data, h, w, spatial, data_w, data_h, ensemble, replicas };
+constexpr int kGroupCount = 9;
 const char* group_name(Group g);
 
-// "DxHxW" as given to --grid.
+// "DxHxW" or "ExDxHxW" as given to --grid (E: the ensemble axis, 1 when not given).
 struct GridSpec {
   int64_t data = 1, h = 1, w = 1;
-  int64_t size() const { return data * h * w; }
-  std::string str() const;  // "1x2x2"
+  int64_t ensemble = 1;
+  int64_t size() const { return ensemble * data * h * w; }
+  std::string str() const;  // "1x2x2", or "2x1x2x2" when ensemble > 1
   bool operator==(const GridSpec&) const = default;
 };
-// Parses "2x1x2"; the error names the text and the expected form.
+// Parses "2x1x2" or "2x2x1x2"; the error names the text and the expected forms.
 GridSpec parse_grid(const std::string& text);
-// Every grid of `world_size` ranks, data-major: 1x1x4, 1x2x2, 1x4x1, 2x1x2, ...
-std::vector<GridSpec> all_grids(int64_t world_size);
+// Every grid of `world_size` ranks with E = 1, data-major: 1x1x4, 1x2x2, 1x4x1, 2x1x2, ...; with
+// `with_ensemble` also those with E > 1 (after them, ensemble-major).
+std::vector<GridSpec> all_grids(int64_t world_size, bool with_ensemble = false);
 
 class ProcessGrid {
  public:
   // One process: data = h = w = 1.
   ProcessGrid() = default;
-  // Row-major over world ranks: rank = (d * h + i) * w + j. Throws unless every size is >= 1 and
-  // rank < data * h * w.
-  ProcessGrid(int64_t data, int64_t h, int64_t w, int64_t world_rank);
+  // Row-major over world ranks: rank = ((e * data + d) * h + i) * w + j. Throws unless every size is
+  // >= 1 and rank < ensemble * data * h * w.
+  ProcessGrid(int64_t data, int64_t h, int64_t w, int64_t world_rank, int64_t ensemble = 1);
   // The grid of the whole job over `world` (collective: every rank calls it with the same spec),
   // with the communicators of every group. The world size must equal data * h * w.
   static ProcessGrid create(const CommPtr& world, const GridSpec& spec);
@@ -62,9 +67,11 @@ class ProcessGrid {
   int64_t data_size() const { return data_; }
   int64_t h_size() const { return h_; }
   int64_t w_size() const { return w_; }
-  int64_t world_size() const { return data_ * h_ * w_; }
+  int64_t ensemble_size() const { return ensemble_; }
+  int64_t world_size() const { return ensemble_ * data_ * h_ * w_; }
   int64_t world_rank() const { return rank_; }
-  int64_t data_rank() const { return rank_ / (h_ * w_); }
+  int64_t data_rank() const { return (rank_ / (h_ * w_)) % data_; }
+  int64_t ensemble_rank() const { return rank_ / (data_ * h_ * w_); }
   int64_t h_rank() const { return (rank_ / w_) % h_; }
   int64_t w_rank() const { return rank_ % w_; }
   bool is_single_process() const { return world_size() == 1; }
@@ -76,8 +83,8 @@ class ProcessGrid {
   Block local_lat(int64_t nlat) const { return split_block(nlat, h_, h_rank()); }
   Block local_lon(int64_t nlon) const { return split_block(nlon, w_, w_rank()); }
 
-  std::string str() const;  // "data 1 x h 1 x w 1, rank 0"
-  GridSpec spec() const { return {data_, h_, w_}; }
+  std::string str() const;  // "data 1 x h 1 x w 1, rank 0" ("ensemble 2 x data 1 x ..." when E > 1)
+  GridSpec spec() const { return {data_, h_, w_, ensemble_}; }
 
   // The communicator of group g. A one-process grid has single-process communicators; a layout-only
   // grid of several ranks has none (an error).
@@ -87,11 +94,11 @@ class ProcessGrid {
   // Whether world rank `other` belongs to this rank's instance of group g (the ranks that g's
   // communicator spans here).
   bool in_my_group(int64_t other, Group g) const;
-  // The (data, h, w) coordinates of any world rank.
-  std::array<int64_t, 3> coords(int64_t world_rank) const;
+  // The (ensemble, data, h, w) coordinates of any world rank.
+  std::array<int64_t, 4> coords(int64_t world_rank) const;
 
  private:
-  int64_t data_ = 1, h_ = 1, w_ = 1, rank_ = 0;
+  int64_t data_ = 1, h_ = 1, w_ = 1, rank_ = 0, ensemble_ = 1;
   std::shared_ptr<const std::array<CommPtr, kGroupCount>> comms_;
 };
 

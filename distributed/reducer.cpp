@@ -20,7 +20,7 @@ namespace gs::dist {
 
 Group reduction_group(const Distribution& d) {
   const bool h = d.splits(GridAxis::h), w = d.splits(GridAxis::w);
-  if (h && w) return Group::data;
+  if (h && w) return Group::replicas;
   if (h) return Group::data_w;
   if (w) return Group::data_h;
   return Group::world;

@@ -33,6 +33,27 @@ Tensor kernel_form(const std::vector<Tensor>& x, const Tensor& y, double pair_fa
   return sub(target_term, mul(pairs, pair_factor / n_pairs));
 }
 
+// This rank's part of kernel_form when it holds members start.. of all K (`all`, gathered): the
+// target term of its own members, and half of every ordered pair (i, j != i) whose first member it
+// holds, so each unordered pair counts once over the ranks, the pair work is spread evenly, and
+// every rank's loss reads `all` (its gather's backward, a collective, runs on every rank).
+Tensor kernel_form_part(const std::vector<Tensor>& own, int64_t start, const Tensor& all, const Tensor& y,
+                        double pair_factor) {
+  const int64_t K = all.size(0);
+  Tensor target_term, pairs;
+  for (const Tensor& xk : own) target_term = target_term.defined() ? add(target_term, abs(sub(xk, y))) : abs(sub(xk, y));
+  target_term = div(target_term, static_cast<double>(K));
+  for (size_t i = 0; i < own.size(); ++i)
+    for (int64_t j = 0; j < K; ++j) {
+      if (j == start + static_cast<int64_t>(i)) continue;
+      const Tensor d = abs(sub(own[i], select(all, 0, j)));
+      pairs = pairs.defined() ? add(pairs, d) : d;
+    }
+  GS_CHECK(pairs.defined(), "ensemble loss: a split ensemble needs at least 2 members, got {}", K);
+  const double n_pairs = static_cast<double>(K * (K - 1) / 2);
+  return sub(target_term, mul(pairs, 0.5 * pair_factor / n_pairs));
+}
+
 void check_members(const std::vector<Tensor>& members, const Tensor& target, const char* what) {
   GS_CHECK(!members.empty(), "{}: expected at least one ensemble member, got none", what);
   for (size_t k = 0; k < members.size(); ++k)
@@ -42,6 +63,21 @@ void check_members(const std::vector<Tensor>& members, const Tensor& target, con
 }
 
 }  // namespace
+
+MemberShare member_share(int64_t members, const dist::ProcessGrid& grid) {
+  const int64_t E = grid.ensemble_size();
+  if (E == 1) return {};
+  GS_CHECK(members >= E,
+           "ensemble members: the grid's ensemble axis has {} ranks but there are {} members per initial condition; "
+           "every ensemble rank needs at least one (set training.ensemble_members >= {}, or a grid with E <= {})",
+           E, members, E, members);
+  return {dist::split_block(members, E, grid.ensemble_rank()).start, members};
+}
+
+Tensor gather_members(const Tensor& own, const MemberShare& share, const dist::ProcessGrid& grid) {
+  const dist::CommPtr& comm = grid.comm(dist::Group::ensemble);
+  return dist::copy_to_group(dist::gather_along(own, 0, share.total, comm), comm);
+}
 
 std::string LossTerms::str() const {
   std::vector<std::string> parts;
@@ -78,7 +114,7 @@ Tensor energy_kernel(const std::vector<Tensor>& member_coeffs, const Tensor& tar
 }
 
 Tensor energy_score(const std::vector<Tensor>& members, const Tensor& target, sphere::GridKind grid, int64_t nlat,
-                    int64_t nlon, const dist::ProcessGrid& pgrid) {
+                    int64_t nlon, const dist::ProcessGrid& pgrid, const MemberShare& share) {
   check_members(members, target, "energy_score");
   GS_CHECK(target.dim() == 4, "energy_score: expected fields (B, C, H, W), got {}", target.meta_str());
   // fme's get_real_sht is torch-harmonics' RealSHT with its defaults: lmax = nlat on a
@@ -96,7 +132,10 @@ Tensor energy_score(const std::vector<Tensor>& members, const Tensor& target, sp
   const int64_t K = static_cast<int64_t>(members.size());
   std::vector<Tensor> x;
   for (int64_t k = 0; k < K; ++k) x.push_back(select(coeffs, 0, k));
-  const Tensor es = energy_kernel(x, select(coeffs, 0, K));  // (B, C, l, m) this rank's modes
+  const Tensor y = select(coeffs, 0, K);
+  const Tensor es = share.split()  // (B, C, l, m) this rank's modes
+                        ? kernel_form_part(x, share.start, gather_members(narrow(coeffs, 0, 0, K), share, pgrid), y, 0.5)
+                        : energy_kernel(x, y);
   // Mode weights 1 at m = 0, else 2; fme's scaling L*M / (2 sqrt(L*M)) before the mean over modes.
   const dist::Block orders = pgrid.spatially_split() ? dist::local_orders(pgrid, spec.mmax) : dist::Block{0, spec.mmax};
   std::vector<double> w(static_cast<size_t>(orders.count), 2.0);
@@ -109,10 +148,11 @@ Tensor energy_score(const std::vector<Tensor>& members, const Tensor& target, sp
 
 Tensor ensemble_step_loss(const std::vector<Tensor>& members, const Tensor& target, const LossTerms& terms,
                           const StepLossSpec& spec, const Tensor& area_weights, const dist::ProcessGrid& grid,
-                          const StepMask* mask) {
+                          const StepMask* mask, const MemberShare& share) {
   check_members(members, target, "ensemble step loss");
-  if (members.size() == 1 && terms.plain_mse()) return step_loss(members[0], target, spec, area_weights, grid, mask);
-  const double K = static_cast<double>(members.size());
+  if (members.size() == 1 && terms.plain_mse() && !share.split())
+    return step_loss(members[0], target, spec, area_weights, grid, mask);
+  const double K = static_cast<double>(share.split() ? share.total : static_cast<int64_t>(members.size()));
   Tensor total;
   auto add_term = [&](double weight, const Tensor& term) {
     const Tensor t = weight == 1.0 ? term : mul(term, weight);
@@ -124,7 +164,7 @@ Tensor ensemble_step_loss(const std::vector<Tensor>& members, const Tensor& targ
       const Tensor l = step_loss(x, target, spec, area_weights, grid, mask);
       sum_mse = sum_mse.defined() ? add(sum_mse, l) : l;
     }
-    add_term(terms.mse, K == 1 ? sum_mse : div(sum_mse, K));
+    add_term(terms.mse, K == 1 ? sum_mse : div(sum_mse, K));  // split: this rank's members' part of the mean
   }
   if (!terms.needs_members()) return total;
   // Missing values of the target read 0 in every term: the masked mean leaves them out of the CRPS,
@@ -132,8 +172,13 @@ Tensor ensemble_step_loss(const std::vector<Tensor>& members, const Tensor& targ
   const Tensor y = scaled(mask ? fill_missing(target) : target, spec);
   std::vector<Tensor> x;
   for (const Tensor& m : members) x.push_back(scaled(m, spec));
-  if (terms.crps > 0)
-    add_term(terms.crps, mean_point_loss(crps_field(x, y, terms.crps_alpha), target, spec, area_weights, grid, mask));
+  if (terms.crps > 0) {
+    const double pair_factor = 0.5 * (1.0 - (1.0 - terms.crps_alpha) / 2.0);  // crps_field's
+    const Tensor field = share.split()
+                             ? kernel_form_part(x, share.start, gather_members(stack(x, 0), share, grid), y, pair_factor)
+                             : crps_field(x, y, terms.crps_alpha);
+    add_term(terms.crps, mean_point_loss(field, target, spec, area_weights, grid, mask));
+  }
   if (terms.energy_score > 0) {
     if (mask) {
       const Tensor valid = present(target);
@@ -142,7 +187,7 @@ Tensor ensemble_step_loss(const std::vector<Tensor>& members, const Tensor& targ
     }
     const int64_t nlat = static_cast<int64_t>(spec.area_weights.size());
     const int64_t nlon = grid.spatially_split() ? spec.nlon : target.size(3);
-    const Tensor es = energy_score(x, y, terms.grid, nlat, nlon, grid);  // (B, C)
+    const Tensor es = energy_score(x, y, terms.grid, nlat, nlon, grid, share);  // (B, C)
     // The mean over this share's samples and channels, as the unmasked MSE (the stepper's share
     // weights and the replicas' average make it the global batch's).
     add_term(terms.energy_score, mean(es));

@@ -54,6 +54,16 @@ struct LossTerms {
   void check(int64_t members) const;
 };
 
+// The members a rank holds when the grid's ensemble axis splits them (split_block(total, E, e)):
+// global members [start, start + count) of `total`. total = 0: every member is here.
+struct MemberShare {
+  int64_t start = 0, total = 0;
+  bool split() const { return total > 0; }
+};
+// This rank's share of `members` over grid's ensemble axis ({} when E = 1). Throws when the axis
+// has more ranks than there are members.
+MemberShare member_share(int64_t members, const dist::ProcessGrid& grid);
+
 // Per point (B, C, H, W): the CRPS above of `members` (K >= 1 tensors like target) against target.
 Tensor crps_field(const std::vector<Tensor>& members, const Tensor& target, double alpha);
 
@@ -65,13 +75,27 @@ Tensor energy_kernel(const std::vector<Tensor>& member_coeffs, const Tensor& tar
 // split grid): (B, C), each the mean over the whole transform's modes of the weighted kernel,
 // replicated over the spatial group. `nlat`, `nlon` are the whole sphere's.
 Tensor energy_score(const std::vector<Tensor>& members, const Tensor& target, sphere::GridKind grid, int64_t nlat,
-                    int64_t nlon, const dist::ProcessGrid& pgrid);
+                    int64_t nlon, const dist::ProcessGrid& pgrid, const MemberShare& share = {});
 
 // The stepper's loss of one rollout step for K members (step_loss.h's conventions: pred (B, C_out,
 // H, W) each, normalised; target NaN where missing; `mask` null: the unmasked form). With
 // terms.plain_mse() and one member it is step_loss itself.
+//
+// With the members split over the grid's ensemble axis (`share`), `members` are this rank's and
+// the result is this rank's part of the loss: the parts sum over the ensemble group to the loss of
+// all K members (the reducer sums gradients over that group). The pair terms read every member:
+// gather_members brings them (a tape op pair: all-gather forward, its conjugate backward), and a
+// rank scores half of each ordered pair (i, j != i) of its members i, so each pair counts once over
+// the ranks and every rank's graph reaches its gather: the gathers' backward all-reduces run on
+// every ensemble rank, in the order of their creation (the engine runs nodes by descending
+// sequence number), so ranks whose graphs differ (uneven splits) still issue them alike.
 Tensor ensemble_step_loss(const std::vector<Tensor>& members, const Tensor& target, const LossTerms& terms,
                           const StepLossSpec& spec, const Tensor& area_weights, const dist::ProcessGrid& grid,
-                          const StepMask* mask = nullptr);
+                          const StepMask* mask = nullptr, const MemberShare& share = {});
+
+// Every member from each ensemble rank's share (`own` (k, ...) stacked along dim 0): (total, ...),
+// forward an all-gather over the ensemble group, backward the gradients summed over the group with
+// each rank keeping its own block (copy_to_group after gather_along).
+Tensor gather_members(const Tensor& own, const MemberShare& share, const dist::ProcessGrid& grid);
 
 }  // namespace gs::models

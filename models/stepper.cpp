@@ -158,6 +158,7 @@ void Stepper::set_distributed(const dist::ProcessGrid& grid, dist::ReducerOption
              "Stepper::set_distributed: the model maps a {}x{} sphere but the stepper has {} area weights", shape[0],
              shape[1], area_weights_.size());
   }
+  member_share(o_.ensemble_members, grid);  // an ensemble axis needs a member on every rank
   grid_ = grid;
   reduced_params_.clear();
   for (const auto& p : model_->named_parameters()) reduced_params_.push_back({p.name, p.tensor, p.distribution});
@@ -178,7 +179,13 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
   const StepLossSpec spec = loss_spec(input.dtype(), input.device());
   const Tensor data0 = masked ? fill_missing(input) : input;  // (b, C, H, W)
   const Tensor state0 = l.model_outputs() == l.total() ? data0 : narrow(data0, 1, 0, l.prognostic);
-  std::vector<Tensor> states(static_cast<size_t>(o_.ensemble_members), state0);  // fed back, one per member
+  // This rank's members (all of them unless the grid's ensemble axis splits them).
+  const MemberShare members = member_share(o_.ensemble_members, grid_);
+  const int64_t first_member = members.start;
+  const int64_t my_members =
+      members.split() ? dist::split_block(members.total, grid_.ensemble_size(), grid_.ensemble_rank()).count
+                      : o_.ensemble_members;
+  std::vector<Tensor> states(static_cast<size_t>(my_members), state0);  // fed back, one per member
   Tensor objective;  // the weighted losses still to backpropagate (0-dim)
   for (int64_t k = 0; k < n; ++k) {
     const bool optimised = o_.optimize_last_step_only ? k == n - 1 : true;
@@ -189,16 +196,17 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
       GradModeGuard grad_mode(optimised);
       // The forcing at the step's input time t_k: the batch input's, then the targets' before.
       const Tensor forcing_data = k == 0 ? data0 : fill_missing(select(targets, 1, k - 1));
-      for (int64_t m = 0; m < o_.ensemble_members; ++m) {
+      for (int64_t m = 0; m < my_members; ++m) {
         ForwardContext ctx;
-        ctx.noise_key = stepper_noise_key(o_.seed, global_step_, k, m);
+        ctx.noise_key = stepper_noise_key(o_.seed, global_step_, k, first_member + m);
         ctx.first_sample = first_sample;
         preds.push_back(run_model(model_input(states[m], forcing_data, l), ctx, l, "Stepper"));  // (b, P + D, H, W)
       }
       StepMask mask;
       if (masked) mask = {masks[static_cast<size_t>(k)], global_batch / static_cast<double>(input.size(0))};
       // On a split sphere the loss is the whole sphere's, replicated over the spatial group.
-      loss = ensemble_step_loss(preds, target, o_.loss, spec, aw, grid_, masked ? &mask : nullptr);
+      // Split members: this rank's part of the loss (the parts sum over the ensemble group).
+      loss = ensemble_step_loss(preds, target, o_.loss, spec, aw, grid_, masked ? &mask : nullptr, members);
     }
     const double value = loss.item<double>();
     r.step_losses[k] += share * value;
@@ -288,11 +296,12 @@ TrainResult Stepper::compute_gradients(const Batch& batch) {
                     masks, static_cast<double>(B * grid_.data_size()), r);
     start += len;
   }
-  if (r.applied && reducer_ && grid_.data_size() > 1) {
+  if (r.applied && reducer_ && grid_.data_size() * grid_.ensemble_size() > 1) {
     // Each replica's losses are the mean over its share of the batch: the global batch's are their
-    // mean (every rank agreed on `applied`, so every rank takes part).
+    // mean over the data shards, of the sum over the ensemble ranks' parts (every rank agreed on
+    // `applied`, so every rank takes part).
     Tensor losses = from_vector(r.step_losses);
-    grid_.comm(dist::Group::data)->all_reduce(losses, dist::ReduceOp::sum);
+    grid_.comm(dist::Group::replicas)->all_reduce(losses, dist::ReduceOp::sum);
     r.step_losses = losses.to_vector<double>();
     for (auto& v : r.step_losses) v /= static_cast<double>(grid_.data_size());
   }

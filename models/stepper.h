@@ -136,7 +136,10 @@ class Stepper {
   // which backward pass is the step's last), the reported losses are averaged over the data group,
   // the gradient norm (clipping, reports) is the global one, a non-finite loss on any rank skips
   // the step on every rank, and with the replica checker on (GS_CHECK_REPLICAS=1) the parameters
-  // are compared across their groups after every optimizer step. Each rank passes its own share of
+  // are compared across their groups after every optimizer step. On a grid with an ensemble axis
+  // (E > 1) the ensemble members are split over it (split_block: uneven splits allowed, at least
+  // one member per rank): each ensemble rank rolls out its members and backpropagates its part of
+  // the loss (ensemble_step_loss), and the reducer sums the parts over the ensemble ranks. Each rank passes its own share of
   // the global batch to train_on_batch; shares must be equal (the reducer averages replicas): unequal
   // ones are refused on every rank with an error naming the sizes.
   void set_distributed(const dist::ProcessGrid& grid, dist::ReducerOptions options = {});

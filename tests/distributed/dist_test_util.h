@@ -10,7 +10,8 @@
 
 namespace gs::test {
 
-// Runs body once per grid of the world (the grid spec is CAPTUREd for failure messages).
-void for_each_grid(const std::function<void(const dist::ProcessGrid&)>& body);
+// Runs body once per grid of the world (the grid spec is CAPTUREd for failure messages);
+// `with_ensemble`: also on the grids with an ensemble axis E > 1 (dist::all_grids).
+void for_each_grid(const std::function<void(const dist::ProcessGrid&)>& body, bool with_ensemble = false);
 
 }  // namespace gs::test

@@ -41,25 +41,46 @@ Tensor tagged(int rank, int64_t n, DType dt, Device dev = Device::cpu()) {
 std::vector<c128> as_c128(const Tensor& t) { return cast_copy(t, DType::c128).to_vector<c128>(); }
 
 const DType kDtypes[] = {DType::f32, DType::f64, DType::c64, DType::c128, DType::i64};
-const Group kGroups[] = {Group::world, Group::data, Group::h, Group::w, Group::spatial, Group::data_w, Group::data_h};
+const Group kGroups[] = {Group::world,  Group::data,   Group::h,        Group::w,       Group::spatial,
+                         Group::data_w, Group::data_h, Group::ensemble, Group::replicas};
 
 }  // namespace
 
 TEST_CASE("grid specs: parsing, every grid of a size, and the world-size check") {
   CHECK(parse_grid("2x1x2") == GridSpec{2, 1, 2});
-  CHECK(gs_test::contains(gs_test::error_of([] { parse_grid("2x2"); }), "expected DATAxHxW"));
-  CHECK(gs_test::contains(gs_test::error_of([] { parse_grid("0x1x1"); }), "'0x1x1'"));
-  CHECK(gs_test::contains(gs_test::error_of([] { parse_grid("1x2x2 "); }), "'1x2x2 '"));
+  CHECK(parse_grid("3x2x1x2") == GridSpec{2, 1, 2, 3});
+  CHECK(parse_grid("1x2x1x2") == GridSpec{2, 1, 2});
+  CHECK(GridSpec{2, 1, 2, 3}.str() == "3x2x1x2");
+  CHECK(GridSpec{2, 1, 2, 1}.str() == "2x1x2");
+  for (const char* bad : {"2x2", "0x1x1", "1x2x2 ", "1x1x1x1x1", "2xx1x1", "x1x1", "1x1x1x", "-1x1x1", "1x1x1x0"})
+    CHECK(gs_test::contains(gs_test::error_of([&] { parse_grid(bad); }),
+                            fmt::format("expected DATAxHxW or ENSEMBLExDATAxHxW with positive integers (e.g. 1x2x2, or "
+                                        "2x1x2x2 for two ensemble ranks), got '{}'",
+                                        bad)));
   CHECK(all_grids(4).size() == 6);
   CHECK(all_grids(3).size() == 3);
+  CHECK(all_grids(4, true).size() == 10);  // + 2x(1x1x2, 1x2x1, 2x1x1) and 4x1x1x1
+  CHECK(all_grids(3, true).size() == 4);
+  CHECK(all_grids(4, true).back() == GridSpec{1, 1, 1, 4});
   auto world = world_communicator();
   const int n = world->size();
   std::string err = gs_test::error_of([&] { ProcessGrid::create(world, {n + 1, 1, 1}); });
-  CHECK(gs_test::contains(err, fmt::format("needs data * h * w = {} ranks, but the job has {}", n + 1, n)));
+  CHECK(gs_test::contains(err, fmt::format("needs {} ranks, but the job has {}", n + 1, n)));
+  // The ensemble axis: rank = ((e * D + d) * H + i) * W + j.
+  const ProcessGrid g(2, 1, 2, 7, 2);  // ensemble 2 x data 2 x h 1 x w 2, rank 7
+  CHECK(g.ensemble_rank() == 1);
+  CHECK(g.data_rank() == 1);
+  CHECK(g.w_rank() == 1);
+  CHECK(g.group_rank(Group::replicas) == 3);
+  CHECK(g.in_my_group(3, Group::ensemble));   // e 0, d 1, j 1
+  CHECK_FALSE(g.in_my_group(5, Group::ensemble));  // e 1, d 0
+  CHECK(g.in_my_group(5, Group::data));
+  CHECK(g.str() == "ensemble 2 x data 2 x h 1 x w 2, rank 7");
 }
 
 TEST_CASE("group sizes, ranks and membership agree with the communicators") {
-  gs::test::for_each_grid([](const ProcessGrid& grid) {
+  gs::test::for_each_grid(
+      [](const ProcessGrid& grid) {
     for (Group g : kGroups) {
       CAPTURE(group_name(g));
       CHECK(grid.comm(g)->size() == grid.group_size(g));
@@ -73,7 +94,8 @@ TEST_CASE("group sizes, ranks and membership agree with the communicators") {
                                std::vector<int64_t>(grid.group_size(g), 1));
       for (int64_t q : recv.to_vector<int64_t>()) CHECK(grid.in_my_group(q, g));
     }
-  });
+      },
+      /*with_ensemble=*/true);
 }
 
 namespace {

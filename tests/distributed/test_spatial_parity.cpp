@@ -262,18 +262,20 @@ void run_parity(const Case& c, const ProcessGrid& g) {
 // One process (sr) against the grid (sd) on one batch: the losses and raw gradients, then the losses
 // of 3 optimizer steps and the weights after them, in f64.
 void run_stepper_parity(const std::shared_ptr<Model>& ref, const std::shared_ptr<Model>& dm, const ProcessGrid& g,
-                        Stepper& sr, Stepper& sd, const Batch& whole, const Batch& mine, const std::string& what) {
+                        Stepper& sr, Stepper& sd, const Batch& whole, const Batch& mine, const std::string& what,
+                        DType dt = DType::f64) {
+  const double tol = tolerance(dt);
   const TrainResult rr = sr.compute_gradients(whole), rd = sd.compute_gradients(mine);
   REQUIRE(std::isfinite(rr.loss));
   for (size_t s = 0; s < rr.step_losses.size(); ++s)
-    CHECK(std::abs(rd.step_losses[s] - rr.step_losses[s]) <= 1e-12 * std::abs(rr.step_losses[s]));
-  check_parameters(*ref, *dm, g, DType::f64, true, ("raw gradients " + what).c_str());
+    CHECK(std::abs(rd.step_losses[s] - rr.step_losses[s]) <= tol * std::abs(rr.step_losses[s]));
+  check_parameters(*ref, *dm, g, dt, true, ("raw gradients " + what).c_str());
   for (int k = 0; k < 3; ++k) {
     const TrainResult a = sr.train_on_batch(whole), b = sd.train_on_batch(mine);
     CHECK(b.applied);
-    CHECK(std::abs(b.loss - a.loss) <= 1e-12 * std::abs(a.loss));
+    CHECK(std::abs(b.loss - a.loss) <= tol * std::abs(a.loss));
   }
-  check_parameters(*ref, *dm, g, DType::f64, false, ("after 3 Adam steps " + what).c_str());
+  check_parameters(*ref, *dm, g, dt, false, ("after 3 Adam steps " + what).c_str());
 }
 
 std::vector<Case> cases() {
@@ -431,4 +433,57 @@ TEST_CASE("spatial parity: ensemble training (3 members, MSE + CRPS + energy sco
       run_stepper_parity(ref, dm, g, sr, sd, Batch{x, t}, Batch{part_of(x, g), part_of(t, g)}, "of the ensemble loss");
     }
   });
+}
+
+TEST_CASE("spatial parity: members split over the ensemble axis (ExDxHxW, uneven splits) equal one process with all") {
+  // K = 3 members over E = 2 or 3 ranks (2 + 1: uneven), K = 5 over E = 4; the CRPS pair term and
+  // the energy score gather members over the ensemble group, and the reducer sums the ensemble
+  // ranks' parts. f64 on every grid with E > 1, f32 on the first.
+  bool f32_done = false;
+  gs::test::for_each_grid(
+      [&](const ProcessGrid& g) {
+        if (g.ensemble_size() == 1) return;  // the E = 1 grids: the case above
+        for (DType dt : {DType::f64, DType::f32}) {
+          if (dt == DType::f32 && f32_done) continue;
+          const char* grid = "legendre-gauss";
+          const int64_t nlat = 8, nlon = 16;
+          Case c{Net::noise_gaussian, grid, nlat, nlon, dt, 2};
+          CAPTURE(c.label());
+          const int64_t D = g.data_size(), B = 2 * D;
+          auto ref = make_net(c, ProcessGrid()), dm = make_net(c, g);
+          randomize_alike(*ref, *dm, g, 83);
+          const std::vector<double> aw = area_weights_for(c);
+          Tensor x = randn({B, kChans, nlat, nlon}, {63, 1}, dt);
+          Tensor t = randn({B, 2, kChans, nlat, nlon}, {63, 2}, dt);
+          StepperOptions so;
+          so.ensemble_members = g.ensemble_size() <= 3 ? 3 : 5;
+          so.loss = LossTerms{.mse = 0.5, .crps = 1, .energy_score = 0.25, .crps_alpha = 0.9,
+                              .grid = sphere::parse_grid_kind(grid)};
+          so.micro_batches = 2;
+          const AdamOptions adam{.lr = 0.01, .eps = 1e-3};
+          Stepper sr(ref, std::make_shared<Adam>(ref->named_parameters(), adam), aw, so);
+          Stepper sd(dm, std::make_shared<Adam>(dm->named_parameters(), adam), aw, so);
+          sd.set_distributed(g);
+          run_stepper_parity(ref, dm, g, sr, sd, Batch{x, t}, Batch{part_of(x, g), part_of(t, g)},
+                             fmt::format("with {} members over {} ensemble ranks", so.ensemble_members,
+                                         g.ensemble_size()),
+                             dt);
+          if (dt == DType::f32) f32_done = true;
+        }
+      },
+      /*with_ensemble=*/true);
+}
+
+TEST_CASE("spatial parity: an ensemble axis with more ranks than members is refused on every rank") {
+  auto world = dist::world_communicator();
+  if (world->size() < 2) return;
+  const ProcessGrid g = ProcessGrid::create(world, dist::GridSpec{1, 1, 1, world->size()});
+  Case c{Net::noise_gaussian, "legendre-gauss", 8, 16, DType::f64, 1};
+  auto dm = make_net(c, g);
+  StepperOptions so;
+  so.ensemble_members = world->size() - 1;
+  Stepper sd(dm, std::make_shared<Adam>(dm->named_parameters(), AdamOptions{}), area_weights_for(c), so);
+  CHECK(gs_test::contains(gs_test::error_of([&] { sd.set_distributed(g); }),
+                          fmt::format("the grid's ensemble axis has {} ranks but there are {} members",
+                                      world->size(), world->size() - 1)));
 }

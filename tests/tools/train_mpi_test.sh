@@ -4,7 +4,9 @@
 #      within 1e-5 (f32), and print the same validation table;
 #   2. a run stopped on 1x2x2 resumes on one process, and one stopped on one process resumes on
 #      2x1x2, each ending within 1e-5 of the uninterrupted run (checkpoints load on any grid);
-#   3. a grid that does not fit the job or the batch is refused with both numbers; --device cuda
+#   3. a grid that does not fit the job or the batch is refused with both numbers; an ensemble of
+#      3 members over an ensemble axis of 2 ranks ends where one process does, and an axis with more
+#      ranks than members is refused; --device cuda
 #      trains 2x1x1 to the weights of one CPU process (1e-3, f32 on another device), refuses a
 #      spatially split grid, and without a GPU is refused on every rank before writing;
 #   4. SIGTERM to the launcher: every rank stops at the same step with one checkpoint, and the
@@ -74,6 +76,24 @@ fi
 grep -q "training.batch_size 2 does not split evenly over 4 data-parallel replicas" "$work/bad2.log" \
   || fail "message: $(cat "$work/bad2.log")"
 echo "ok: grids that do not fit are refused"
+
+# 3a. An ensemble axis: 3 NoiseConditionedSFNO members (MSE + CRPS + energy score) split 2 + 1 over
+#     E = 2 ranks end where one process with all 3 does; more ensemble ranks than members is refused.
+sed -e 's/  type: sfno/  type: noise_sfno/' -e '/scale_factor: 1/d' -e 's/  steps: 40/  steps: 8/' \
+    -e 's/  rollout_steps: 2/  rollout_steps: 2\n  ensemble_members: 3/' -e 's/  every: 20/  every: 4/' \
+    "$work/tiny.yaml" > "$work/ens.yaml"
+printf 'loss:\n  type: mix\n  mix: {mse: 0.5, crps: 1, energy_score: 0.2}\n' >> "$work/ens.yaml"
+run "$work/ens1.log" "$gs" train "$work/ens.yaml" --out "$work/ens1"
+run "$work/ens2.log" "$mpiexec" -n 2 "$gs" train "$work/ens.yaml" --out "$work/ens2" --grid 2x1x1x1
+"$diff_ckpt" "$work/ens1/checkpoint.safetensors" "$work/ens2/checkpoint.safetensors" 1e-5 \
+  || fail "the 2x1x1x1 ensemble run differs from one process"
+grep -q "grid 2x1x1x1" "$work/ens2.log" || fail "no grid line: $(head -n 3 "$work/ens2.log")"
+sed -e 's/ensemble_members: 3/ensemble_members: 2/' "$work/ens.yaml" > "$work/ens-few.yaml"
+if timeout 120 "$mpiexec" -n 3 "$gs" train "$work/ens-few.yaml" --out "$work/ens3" --grid 3x1x1x1 > "$work/ens3.log" 2>&1; then
+  fail "3 ensemble ranks for 2 members were accepted"
+fi
+grep -q "the grid's ensemble axis has 3 ranks but there are 2 members" "$work/ens3.log" || fail "message: $(cat "$work/ens3.log")"
+echo "ok: 3 members over 2 ensemble ranks (2x1x1x1) end where one process does; E > members is refused"
 
 # 3b. On GPUs: each rank on its own (or a shared) GPU, data-parallel only; without one, refused on
 # every rank before anything is written.
