@@ -12,7 +12,7 @@ struct BenchOptions {
   bool train_only = false;  // bench dist: only the training step
   std::string device = "cpu";  // bench engine, sht and train: cpu, cuda or cuda:N
   bool bf16_mlp = false;  // bench train: each case also with the MLP's saved activations in bf16
-  std::string grid;       // bench data under mpiexec: the process grid DxHxW (default: data-parallel)
+  std::string grid;       // bench data, ensemble under mpiexec: the process grid [E]xDxHxW
 };
 
 int bench_engine(const BenchOptions& opt);
@@ -23,5 +23,6 @@ int bench_train(const BenchOptions& opt);  // on opt.device
 int bench_comm(const BenchOptions& opt);  // run under mpiexec -n N
 int bench_dist(const BenchOptions& opt);  // run under mpiexec -n N
 int bench_data(const BenchOptions& opt);  // one process, or under mpiexec -n N with --grid
+int bench_ensemble(const BenchOptions& opt);  // one process, or under mpiexec -n E with --grid Ex1x1x1
 
 }  // namespace gs::tools
