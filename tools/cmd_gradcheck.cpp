@@ -1,6 +1,6 @@
 // `gradsphere gradcheck [--op NAME]`: walks the op registry and checks every op's backward
 // against finite differences in f64 (first order) and its double backward (second order).
-// `mpiexec -n N gradsphere gradcheck --distributed [--grid DxHxW]` walks the distributed registry
+// `mpiexec -n N gradsphere gradcheck --distributed [--grid [E]xDxHxW]` walks the distributed registry
 // instead, on every grid of N ranks (or the one given): first and second order of the global
 // function and the adjoint identity, every rank in lock-step; rank 0 prints.
 #include <fmt/core.h>
@@ -144,7 +144,7 @@ int run_dist_gradcheck(const GradcheckArgs& args) {
   const bool root = world->rank() == 0;
   std::vector<dist::GridSpec> grids;
   if (!args.grid.empty()) grids.push_back(dist::parse_grid(args.grid));
-  else grids = dist::all_grids(world->size());
+  else grids = dist::all_grids(world->size(), /*with_ensemble=*/true);
   if (!args.op.empty()) GS_CHECK(dist::DistRegistry::find(args.op) != nullptr,
                                  "gradcheck --distributed: unknown distributed op '{}'", args.op);
   int failures = 0, checked = 0;
@@ -186,7 +186,9 @@ void add_gradcheck_command(CLI::App& app, CommandRegistry& commands) {
                   "compare its outputs and gradients in f64 and f32 with the CPU run");
   sub->add_flag("--distributed", args->distributed,
                 "Check the distributed registry (collective tape ops) on the ranks of this job (run under mpiexec)");
-  sub->add_option("--grid", args->grid, "With --distributed: only this grid DATAxHxW (default: every grid of the job)");
+  sub->add_option("--grid", args->grid,
+                  "With --distributed: only this grid DATAxHxW or ENSEMBLExDATAxHxW (default: every grid of the job, "
+                  "ensemble axes included)");
   commands.add(sub, [args] { return args->distributed ? run_dist_gradcheck(*args) : run_gradcheck(*args); });
 }
 

@@ -1,5 +1,5 @@
-// `[mpiexec -n N] gradsphere rollout CHECKPOINT [--steps N] [--samples K] [--members M] [--out DIR] [--grid DxHxW]
-// [--device cuda]`:
+// `[mpiexec -n N] gradsphere rollout CHECKPOINT [--steps N] [--samples K] [--members M] [--baseline CKPT]
+// [--out DIR] [--grid [E]xDxHxW] [--device cuda]`:
 // inference from a training checkpoint (a CPU or a GPU run's; it loads onto --device). The
 // checkpoint carries the configuration and the normalisation, so nothing else is needed: the model
 // is rebuilt, the validation data regenerated (or read), and K forecasts of N steps from the first
@@ -38,11 +38,26 @@ struct RolloutArgs {
   int64_t steps = 0;  // 0: the configuration's validation.lead_steps
   int64_t samples = 1;
   int64_t members = 0;  // 0: the configuration's training.ensemble_members
+  std::string baseline;  // a (deterministic) checkpoint scored beside the forecast
   std::string grid;  // "DxHxW" under a launcher; empty: the configuration's distributed.grid
   std::string device = "cpu";  // cpu, cuda or cuda:N (one process)
   std::vector<std::string> data;  // --data: forced inference from these files
   int64_t start = 0, trajectory = 0;
 };
+
+// A baseline checkpoint for `rollout --baseline`: it must have been trained on the same data, which
+// its normaliser says (the same statistics, to the digit written).
+models::Checkpoint load_baseline(const std::string& path, const std::string& normalizer) {
+  models::Checkpoint b = models::load_checkpoint(path);
+  auto it = b.metadata.find(kMetaNormalizer);
+  GS_CHECK(it != b.metadata.end(), "rollout --baseline: {} has no '{}' metadata (not written by gradsphere train?)",
+           path, kMetaNormalizer);
+  GS_CHECK(it->second == normalizer,
+           "rollout --baseline: {} was trained on other data than the checkpoint (its normalisation statistics {} "
+           "differ from {}); a baseline is scored on the same variables and initial states",
+           path, it->second, normalizer);
+  return b;
+}
 
 // (K, n, C, H, W) physical forecasts with their (K, C, H, W) initial states as K trajectories of
 // n + 1 states, in `like`'s grid and variables.
@@ -87,6 +102,15 @@ int run_rollout(const RolloutArgs& args) {
   GS_CHECK(norm_it != ck.metadata.end(), "rollout: {} has no '{}' metadata (not written by gradsphere train?)",
            args.checkpoint, kMetaNormalizer);
   const models::Normalizer norm = normalizer_from_string(norm_it->second);
+  // The members (and the baseline) are checked before anything is written.
+  const int64_t members = args.members > 0 ? args.members : cfg.training.stepper.ensemble_members;
+  GS_CHECK(members == 1 || cfg.model.type == "noise_sfno",
+           "rollout --members {}: the checkpoint's model ({}) is deterministic, so every member would be the same; "
+           "an ensemble needs a stochastic model (model.type: noise_sfno)",
+           members, cfg.model.type);
+  models::member_share(members, grid);  // an ensemble axis needs a member per rank
+  std::optional<models::Checkpoint> baseline;
+  if (!args.baseline.empty()) baseline = load_baseline(args.baseline, norm_it->second);
   const fs::path out = args.out.empty() ? fs::path(args.checkpoint).parent_path() / "rollout" : fs::path(args.out);
   if (root) fs::create_directories(out);
 
@@ -101,13 +125,8 @@ int run_rollout(const RolloutArgs& args) {
   const auto area_weights = sphere::area_weights_coslat(val.grid, val.nlat);
   models::StepperOptions so = cfg.training.stepper;
   so.layout = val.layout();
-  so.ensemble_members = args.members > 0 ? args.members : so.ensemble_members;
+  so.ensemble_members = members;
   so.loss = {};  // inference: the training loss plays no part (a CRPS needs no member count here)
-  GS_CHECK(so.ensemble_members == 1 || cfg.model.type == "noise_sfno",
-           "rollout --members {}: the checkpoint's model ({}) is deterministic, so every member would be the same; "
-           "an ensemble needs a stochastic model (model.type: noise_sfno)",
-           so.ensemble_members, cfg.model.type);
-  const int64_t members = so.ensemble_members;
   models::Stepper stepper(model, build_optimizer(cfg, *model), area_weights, so);
   if (!grid.is_single_process()) stepper.set_distributed(grid);
 
@@ -144,6 +163,23 @@ int run_rollout(const RolloutArgs& args) {
     InferenceModeGuard inference;
     for (int64_t m = 0; m < members; ++m)
       forecasts.push_back(stepper.predict(input, n, /*rollout_id=*/0, /*first_sample=*/0, truth, m));
+  }
+  // A deterministic baseline scored on the same initial states and truth (validate's keys).
+  std::optional<ValidationScores> baseline_scores;
+  if (baseline && scores) {
+    const TrainConfig bcfg = train_config_from_string(baseline->config, args.baseline + " (its stored configuration)");
+    auto bmodel = build_model(bcfg, val, grid);
+    bmodel->load_state_dict(models::local_state_dict(baseline->model, *bmodel, grid));
+    bmodel->eval();
+    if (!device.is_cpu()) bmodel->to(device);
+    models::StepperOptions bso = bcfg.training.stepper;
+    bso.layout = val.layout();
+    bso.ensemble_members = 1;
+    bso.loss = {};
+    // No set_distributed: validate passes every sample's global index, and the model holds the grid.
+    models::Stepper bstepper(bmodel, build_optimizer(bcfg, *bmodel), area_weights, bso);
+    baseline_scores = validate(bstepper, ValidationSet{input, truth}, norm, area_weights, val.variables, val.dt_hours,
+                               cfg.training.batch_size, grid, val.nlon);
   }
   // From here on everything is host work (checks, gathers, files): bring the forecast back, the
   // members along dim 1 (K, members, n, C, h, w).
@@ -183,7 +219,15 @@ int run_rollout(const RolloutArgs& args) {
                          {.title = "gradsphere rollout: truth", .history = "gradsphere rollout " + args.checkpoint});
     fmt::print("truth:       {} ({} steps)\n", truth_path.string(), truth_steps);
   }
-  if (scores) fmt::print("area-weighted RMSE against the truth:\n{}", format_scores(*scores));
+  if (scores) fmt::print("area-weighted RMSE{} against the truth:\n{}", members > 1 ? " of the ensemble mean" : "",
+                         format_scores(*scores));
+  if (scores && members > 1) {
+    write_ensemble_plots(*scores, out / "spread_skill.png", out / "rank_histogram.png");
+    fmt::print("ensemble:    {} and {}\n", (out / "spread_skill.png").string(), (out / "rank_histogram.png").string());
+  }
+  if (baseline_scores) fmt::print("the baseline {} (area-weighted RMSE):\n{}", args.baseline, format_scores(*baseline_scores));
+  if (baseline && !scores)
+    fmt::print("the baseline {} was not scored: the truth covers {} of the {} steps\n", args.baseline, truth_steps, n);
   std::vector<int64_t> leads = {0};
   if (n > 2) leads.push_back(n / 2 - 1);
   if (n > 1) leads.push_back(n - 1);
@@ -210,6 +254,9 @@ void add_rollout_command(CLI::App& app, CommandRegistry& commands) {
                   "configuration's training.ensemble_members); rollout.nc gets a 'member' dim and the scores the "
                   "ensemble's")
       ->check(CLI::Range(1, 64));
+  sub->add_option("--baseline", args->baseline,
+                  "A checkpoint trained on the same data (a deterministic model, say) whose RMSE is printed beside "
+                  "the forecast's, on the same initial states");
   sub->add_option("--out", args->out, "Output directory (default: rollout/ beside the checkpoint)");
   sub->add_option("--grid", args->grid,
                   "Process grid DATAxHxW under mpiexec (default: distributed.grid of the stored configuration, else "

@@ -147,6 +147,7 @@ TrainSession::TrainSession(const TrainArgs& args)
       paths(cfg.output.dir) {
   // Before the run directory is touched (TrainingRun checks it again for other callers).
   check_device_grid(device, grid, "train");
+  models::member_share(cfg.training.stepper.ensemble_members, grid);  // an ensemble axis needs a member per rank
   GS_CHECK(!(args.resume && args.overwrite), "train: --resume and --overwrite exclude each other");
   prepare_run_directory(args);
   start_run(args);

@@ -102,15 +102,15 @@ void write_ensemble_plots(const ValidationScores& s, const std::filesystem::path
   series.push_back(Series{.label = "calibrated", .x = s.lead_hours, .y = std::vector<double>(s.lead_hours.size(), 1.0),
                           .color = kGrey});
   write_plot(spread_skill_png.string(), series,
-             PlotOptions{.title = fmt::format("spread / skill, {} members (1: calibrated; below: overconfident)", s.members),
+             PlotOptions{.title = fmt::format("spread/skill, {} members (1: calibrated)", s.members),
                          .x_label = "lead (hours)"});
   Series ranks{.label = "truth's rank", .points = true};
   for (size_t r = 0; r < s.rank_histogram.size(); ++r) ranks.x.push_back(static_cast<double>(r)), ranks.y.push_back(s.rank_histogram[r]);
   const double flat = 1.0 / static_cast<double>(s.rank_histogram.size());
   Series uniform{.label = "flat (calibrated)", .x = ranks.x, .y = std::vector<double>(ranks.x.size(), flat), .color = kGrey};
   write_plot(rank_histogram_png.string(), {ranks, uniform},
-             PlotOptions{.title = "rank histogram: members below the truth (area-weighted share, every lead)",
-                         .x_label = "rank", .y_label = "share"});
+             PlotOptions{.title = "rank histogram (area-weighted, all leads)",
+                         .x_label = "members below the truth", .y_label = "share"});
 }
 
 }  // namespace gs::tools

@@ -111,15 +111,21 @@ grep -q "spread/skill" "$work/nc.log" && grep -q "rank histogram (2 members" "$w
 head -n 1 "$work/nc/validation.csv" | grep -q ",spread,spread_skill,crps$" || fail "validation.csv header: $(head -n 1 "$work/nc/validation.csv")"
 for png in spread_skill rank_histogram; do [[ -s "$work/nc/$png.png" ]] || fail "no $png.png"; done
 echo "ok: trained a NoiseConditionedSFNO ensemble from NetCDF files (bf16 MLP storage, CRPS, ensemble scores)"
-"$gs" rollout "$work/nc/checkpoint.safetensors" --steps 2 --members 3 --out "$work/nc-roll" > "$work/nc-roll.log" 2>&1 \
-  || { cat "$work/nc-roll.log"; fail "ensemble rollout failed"; }
+"$gs" rollout "$work/nc/checkpoint.safetensors" --steps 2 --members 3 --baseline "$work/nc/checkpoint.safetensors" \
+  --out "$work/nc-roll" > "$work/nc-roll.log" 2>&1 || { cat "$work/nc-roll.log"; fail "ensemble rollout failed"; }
 grep -q "3 members each (dim 'member')" "$work/nc-roll.log" && grep -q "rank histogram (3 members" "$work/nc-roll.log" \
-  || fail "ensemble rollout output: $(cat "$work/nc-roll.log")"
+  && grep -q "the baseline .* (area-weighted RMSE)" "$work/nc-roll.log" || fail "ensemble rollout output: $(cat "$work/nc-roll.log")"
+for png in spread_skill rank_histogram; do [[ -s "$work/nc-roll/$png.png" ]] || fail "rollout wrote no $png.png"; done
+if "$gs" rollout "$work/nc/checkpoint.safetensors" --baseline "$work/a/checkpoint.safetensors" --out "$work/nc-bad" \
+     > "$work/nc-bad.log" 2>&1; then fail "a baseline trained on other data was accepted"; fi
+grep -q "was trained on other data than the checkpoint" "$work/nc-bad.log" || fail "baseline message: $(cat "$work/nc-bad.log")"
+[[ ! -e "$work/nc-bad" ]] || fail "a refused baseline left an output directory"
 if "$gs" rollout "$work/a/checkpoint.safetensors" --members 2 --out "$work/det-ens" > "$work/det-ens.log" 2>&1; then
   fail "rollout --members 2 of a deterministic model was accepted"
 fi
 grep -q "is deterministic, so every member would be the same" "$work/det-ens.log" || fail "det-ens: $(cat "$work/det-ens.log")"
-echo "ok: rollout --members 3 writes a member dim and the ensemble scores; a deterministic model's is refused"
+[[ ! -e "$work/det-ens" ]] || fail "a refused rollout --members left an output directory"
+echo "ok: rollout --members 3 writes a member dim, the ensemble scores and plots, a baseline's RMSE; a deterministic model's members and another data set's baseline are refused"
 
 # 4. Divergence: a huge learning rate makes the loss of the second step infinite; the run stops with
 #    a message and writes no checkpoint of the broken state (the weights were never changed).
