@@ -16,21 +16,26 @@
 namespace gs::models {
 namespace {
 
+// sum_k |x_k - y| / K over the members given (K: the whole ensemble's count).
+Tensor target_term(const std::vector<Tensor>& x, const Tensor& y, int64_t K) {
+  Tensor t;
+  for (const Tensor& xk : x) t = t.defined() ? add(t, abs(sub(xk, y))) : abs(sub(xk, y));
+  return K == 1 ? t : div(t, static_cast<double>(K));
+}
+
 // mean_k |x_k - y| - c * mean_{i<j} |x_i - x_j| over K members (abs: the real modulus or the complex one).
 Tensor kernel_form(const std::vector<Tensor>& x, const Tensor& y, double pair_factor) {
-  const size_t K = x.size();
-  Tensor target_term;
-  for (const Tensor& xk : x) target_term = target_term.defined() ? add(target_term, abs(sub(xk, y))) : abs(sub(xk, y));
-  target_term = K == 1 ? target_term : div(target_term, static_cast<double>(K));
-  if (K == 1 || pair_factor == 0) return target_term;
+  const int64_t K = static_cast<int64_t>(x.size());
+  const Tensor target = target_term(x, y, K);
+  if (K == 1 || pair_factor == 0) return target;
   Tensor pairs;
-  for (size_t i = 0; i < K; ++i)
-    for (size_t j = i + 1; j < K; ++j) {
+  for (size_t i = 0; i < x.size(); ++i)
+    for (size_t j = i + 1; j < x.size(); ++j) {
       const Tensor d = abs(sub(x[i], x[j]));
       pairs = pairs.defined() ? add(pairs, d) : d;
     }
   const double n_pairs = static_cast<double>(K * (K - 1) / 2);
-  return sub(target_term, mul(pairs, pair_factor / n_pairs));
+  return sub(target, mul(pairs, pair_factor / n_pairs));
 }
 
 // This rank's part of kernel_form when it holds members start.. of all K (`all`, gathered): the
@@ -40,19 +45,20 @@ Tensor kernel_form(const std::vector<Tensor>& x, const Tensor& y, double pair_fa
 Tensor kernel_form_part(const std::vector<Tensor>& own, int64_t start, const Tensor& all, const Tensor& y,
                         double pair_factor) {
   const int64_t K = all.size(0);
-  Tensor target_term, pairs;
-  for (const Tensor& xk : own) target_term = target_term.defined() ? add(target_term, abs(sub(xk, y))) : abs(sub(xk, y));
-  target_term = div(target_term, static_cast<double>(K));
+  GS_CHECK(K >= 2, "ensemble loss: a split ensemble needs at least 2 members, got {}", K);
+  Tensor pairs;
   for (size_t i = 0; i < own.size(); ++i)
     for (int64_t j = 0; j < K; ++j) {
       if (j == start + static_cast<int64_t>(i)) continue;
       const Tensor d = abs(sub(own[i], select(all, 0, j)));
       pairs = pairs.defined() ? add(pairs, d) : d;
     }
-  GS_CHECK(pairs.defined(), "ensemble loss: a split ensemble needs at least 2 members, got {}", K);
   const double n_pairs = static_cast<double>(K * (K - 1) / 2);
-  return sub(target_term, mul(pairs, 0.5 * pair_factor / n_pairs));
+  return sub(target_term(own, y, K), mul(pairs, 0.5 * pair_factor / n_pairs));
 }
+
+// fme's get_crps: the pair term's factor (1 - eps) / 2 with eps = (1 - alpha) / 2.
+double crps_pair_factor(double alpha) { return 0.5 * (1.0 - (1.0 - alpha) / 2.0); }
 
 void check_members(const std::vector<Tensor>& members, const Tensor& target, const char* what) {
   GS_CHECK(!members.empty(), "{}: expected at least one ensemble member, got none", what);
@@ -71,7 +77,8 @@ MemberShare member_share(int64_t members, const dist::ProcessGrid& grid) {
            "ensemble members: the grid's ensemble axis has {} ranks but there are {} members per initial condition; "
            "every ensemble rank needs at least one (set training.ensemble_members >= {}, or a grid with E <= {})",
            E, members, E, members);
-  return {dist::split_block(members, E, grid.ensemble_rank()).start, members};
+  const dist::Block b = dist::split_block(members, E, grid.ensemble_rank());
+  return {b.start, members, b.count};
 }
 
 Tensor gather_members(const Tensor& own, const MemberShare& share, const dist::ProcessGrid& grid) {
@@ -104,8 +111,7 @@ void LossTerms::check(int64_t members) const {
 
 Tensor crps_field(const std::vector<Tensor>& members, const Tensor& target, double alpha) {
   check_members(members, target, "crps_field");
-  const double eps = (1.0 - alpha) / 2.0;
-  return kernel_form(members, target, 0.5 * (1.0 - eps));
+  return kernel_form(members, target, crps_pair_factor(alpha));
 }
 
 Tensor energy_kernel(const std::vector<Tensor>& member_coeffs, const Tensor& target_coeffs) {
@@ -173,10 +179,9 @@ Tensor ensemble_step_loss(const std::vector<Tensor>& members, const Tensor& targ
   std::vector<Tensor> x;
   for (const Tensor& m : members) x.push_back(scaled(m, spec));
   if (terms.crps > 0) {
-    const double pair_factor = 0.5 * (1.0 - (1.0 - terms.crps_alpha) / 2.0);  // crps_field's
-    const Tensor field = share.split()
-                             ? kernel_form_part(x, share.start, gather_members(stack(x, 0), share, grid), y, pair_factor)
-                             : crps_field(x, y, terms.crps_alpha);
+    const Tensor field = share.split() ? kernel_form_part(x, share.start, gather_members(stack(x, 0), share, grid), y,
+                                                          crps_pair_factor(terms.crps_alpha))
+                                       : crps_field(x, y, terms.crps_alpha);
     add_term(terms.crps, mean_point_loss(field, target, spec, area_weights, grid, mask));
   }
   if (terms.energy_score > 0) {

@@ -57,7 +57,7 @@ struct LossTerms {
 // The members a rank holds when the grid's ensemble axis splits them (split_block(total, E, e)):
 // global members [start, start + count) of `total`. total = 0: every member is here.
 struct MemberShare {
-  int64_t start = 0, total = 0;
+  int64_t start = 0, total = 0, count = 0;
   bool split() const { return total > 0; }
 };
 // This rank's share of `members` over grid's ensemble axis ({} when E = 1). Throws when the axis

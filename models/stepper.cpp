@@ -182,9 +182,7 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
   // This rank's members (all of them unless the grid's ensemble axis splits them).
   const MemberShare members = member_share(o_.ensemble_members, grid_);
   const int64_t first_member = members.start;
-  const int64_t my_members =
-      members.split() ? dist::split_block(members.total, grid_.ensemble_size(), grid_.ensemble_rank()).count
-                      : o_.ensemble_members;
+  const int64_t my_members = members.split() ? members.count : o_.ensemble_members;
   std::vector<Tensor> states(static_cast<size_t>(my_members), state0);  // fed back, one per member
   Tensor objective;  // the weighted losses still to backpropagate (0-dim)
   for (int64_t k = 0; k < n; ++k) {
