@@ -1,3 +1,7 @@
+// What you can do here: move tensors between the ranks of a communicator inside a differentiable
+// program (sum partial results, gather or scatter the blocks of a split dim, transpose a split, fill
+// halos) and get correct gradients back through each move.
+//
 // Collectives as tape ops, in conjugate pairs (DESIGN.md "Distribution"; Megatron's mappings and
 // torch-harmonics' distributed primitives). Each backward rule is the op's partner, itself a tape
 // op, so gradients of gradients flow through them (create_graph).

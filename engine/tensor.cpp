@@ -40,7 +40,8 @@ bool Tensor::is_contiguous() const {
 
 std::string Tensor::meta_str() const {
   if (!defined()) return "an undefined tensor";
-  return fmt::format("{} {} on {}", dtype_name(dtype()), shape_str(sizes()), device().str());
+  std::string meta = fmt::format("{} {} on {}", dtype_name(dtype()), shape_str(sizes()), device().str());
+  return name().empty() ? meta : fmt::format("'{}' {}", name(), meta);
 }
 
 void Tensor::check_data_access(DType want, const char* fn, bool host) const {

@@ -1,6 +1,10 @@
-// Tensor: a cheap handle to a TensorImpl (storage + sizes/strides/offset + dtype + autograd meta).
-// Differentiable functions on tensors live in ops/; this header holds only what the engine itself
-// needs: metadata, raw data access, autograd state, detach, item, and printing.
+// Tensor: the value every gradsphere program passes around, a cheap handle (copying it shares the
+// data, like torch.Tensor) to storage + sizes/strides/offset + dtype + device + autograd state.
+// What you can do with it here: read its shape and dtype, reach its data (data<T>(), to_vector,
+// item), mark a leaf with set_requires_grad(), read .grad() after backward, register hooks on the
+// gradient flowing into it, detach it, name it (the name shows in error messages and DOT graphs),
+// and print it. Making tensors: engine/factory.h (zeros, randn, from_vector, ...); computing with
+// them: ops/ops.h or the umbrella <gradsphere/gradsphere.h>; running backward: engine/autograd/engine.h.
 #pragma once
 #include <functional>
 #include <memory>
@@ -47,7 +51,7 @@ class Tensor {
   bool is_view() const;              // shares storage with the tensor it was viewed from
   Tensor view_base() const;          // that tensor (undefined when not a view)
   uint64_t version() const;          // of the storage: shared by all views
-  std::string meta_str() const;      // "f32 (2, 3) on cpu"
+  std::string meta_str() const;      // "f32 (2, 3) on cpu", "'x' f32 (2, 3) on cpu" when named
 
   // ---- raw data (CPU): pointer to the first element; checks the dtype, and refuses a device
   // tensor, whose pointer the host cannot dereference.
@@ -86,7 +90,8 @@ class Tensor {
   void retain_grad() const;  // keep .grad on a non-leaf
   // Same storage and version counter, no autograd history.
   Tensor detach() const;
-  // Optional name shown in DOT graphs and error messages.
+  // Optional name, shown in DOT graphs and in the error messages that describe the tensor
+  // (meta_str: "'x' f64 (3, 4) on cpu").
   const std::string& name() const;
   Tensor& set_name(std::string n);
 

@@ -1,4 +1,6 @@
-// User-defined differentiable functions, in the style of torch.autograd.Function:
+// User-defined differentiable functions, in the style of torch.autograd.Function: write a forward
+// and a backward, and the result is a tape op like any built-in one (it composes with create_graph,
+// hooks and no-grad; tools/examples/custom_function.cpp runs one through gradcheck).
 //
 //   struct Cube {
 //     static std::vector<Tensor> forward(FunctionCtx& ctx, const std::vector<Tensor>& in) {

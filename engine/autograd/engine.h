@@ -1,4 +1,11 @@
-// Running the tape backward.
+// Running the tape backward: what turns a computed loss into gradients.
+//   backward({loss})                     fills x.grad() of every leaf x that requires grad;
+//   grad({y}, {x})                       returns dy/dx without touching .grad (torch.autograd.grad);
+//   grad({y}, {x}, {}, {.create_graph = true}) keeps the gradient on the tape, so it can be
+//                                        differentiated again (Hessian-vector products, gradient
+//                                        penalties: tools/examples/hessian_vector_product.cpp).
+// Hooks on tensors (engine/tensor.h), no-grad and anomaly modes (grad_mode.h, anomaly.h) and user
+// functions with their own backward (custom_function.h) sit beside this header.
 #pragma once
 #include <functional>
 #include <vector>

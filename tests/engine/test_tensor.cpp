@@ -374,3 +374,16 @@ TEST_CASE("device seam: a CUDA tensor without a usable GPU is a clear error; dat
   CHECK(has(e, "cuda:0 is not available"));
   CHECK(has(e, gs::cuda::unavailable_reason()));
 }
+
+TEST_CASE("tensor: a name given with set_name shows in the errors that describe the tensor") {
+  Tensor w = f64({1, 2, 3}, {3});
+  w.set_name("weights");
+  CHECK(w.meta_str() == "'weights' f64 (3,) on cpu");
+  Tensor x = leaf({1, 2, 3}, {3});
+  Tensor y = sum(mul(x, x));
+  // w does not require grad: the error names it.
+  std::string e = error_of([&] { grad({y}, {w}); });
+  CHECK_MESSAGE(has(e, "'weights' f64 (3,) on cpu"), e);
+  // An unnamed tensor is described as before.
+  CHECK(x.meta_str() == "f64 (3,) on cpu");
+}
