@@ -33,7 +33,15 @@
 //     concatenated to the decoder's input, as ACE does.
 //   - inner_skip ("none") / outer_skip ("identity") and operator_type ("driscoll-healy") are the
 //     block's and SpectralConvS2's defaults, which the 0.9.3 net does not expose; exposed here.
-//   - drop_rate > 0 and drop_path_rate > 0 (dropout, stochastic depth) are not implemented: errors.
+//   - Dropout as torch-harmonics places it, in train mode only (Module::train / eval): drop_rate is
+//     nn.Dropout on the embedded input (pos_drop, after the position embedding) and nn.Dropout2d (one
+//     decision per sample and channel) after the MLP's activation and after its output layer; with
+//     drop_rate > 0 the MLP's output layer is blocks.i.mlp.fwd.3 (torch's Sequential(fc1, act, drop,
+//     fc2, drop)), not .2, so state dicts stay exchangeable with torch-harmonics'. drop_path_rate is
+//     stochastic depth on the block's MLP branch before the outer skip, block i at rate
+//     linspace(0, drop_path_rate, num_layers)[i] (computed in the model's dtype, as torch does).
+//     Masks are ops/dropout.h's, keyed by sfno_dropout_key(ctx.noise_key, site) and the GLOBAL
+//     sample (ctx.first_sample), so a split batch or sphere drops what one process drops.
 //   - The transforms use gs::sphere's ortho SHT; a truncation beyond what a grid's quadrature
 //     resolves (e.g. equiangular with scale_factor 1) is refused by make_sht_spec, where
 //     torch-harmonics would run with an inexact quadrature.
@@ -98,7 +106,8 @@ class SFNO : public Model {
   explicit SFNO(const SfnoOptions& options, const dist::ProcessGrid& grid = {});
   ~SFNO() override;
 
-  // x (B, in_chans, H, W) -> (B, out_chans, H, W). ctx is unused (no noise, no labels; labels are an error).
+  // x (B, in_chans, H, W) -> (B, out_chans, H, W). In train mode with drop rates > 0, ctx.noise_key
+  // and ctx.first_sample key the dropout masks; otherwise ctx is unused (labels are an error).
   Tensor forward(const Tensor& x, const ForwardContext& ctx = {}) override;
 
   const SfnoOptions& options() const { return opt_; }
@@ -111,6 +120,8 @@ class SFNO : public Model {
   // The transforms: on the input grid (first block analyses, last synthesises) and the internal one.
   const sphere::ShtSpec& input_spec() const { return spec_img_; }
   const sphere::ShtSpec& internal_spec() const { return spec_int_; }
+  // Block i's stochastic-depth rate: torch's linspace(0, drop_path_rate, num_layers)[i].
+  const std::vector<double>& drop_path_rates() const { return drop_path_rates_; }
 
  private:
   SfnoOptions opt_;
@@ -120,6 +131,13 @@ class SFNO : public Model {
   std::shared_ptr<Conv1x1> encoder_, decoder_, residual_projection_;
   std::shared_ptr<PositionEmbedding> pos_embed_;
   std::vector<std::shared_ptr<SfnoBlock>> blocks_;
+  std::vector<double> drop_path_rates_;
 };
+
+// The key of dropout site `site` ("pos_drop", "blocks.<i>.mlp.fwd.2" and "blocks.<i>.mlp.fwd.4" for
+// the MLP's two, "blocks.<i>.drop_path": torch-harmonics' module names) in a forward pass under
+// `noise_key` (the stepper's: a function of seed, step, rollout step and member): the noise key's
+// stream XOR the FNV-1a hash of the site's name (param_key), as the noise models derive sub-streams.
+RandomKey sfno_dropout_key(RandomKey noise_key, const std::string& site);
 
 }  // namespace gs::models

@@ -79,6 +79,10 @@ std::shared_ptr<Model> make_net(const Case& c, const ProcessGrid& g) {
       o.normalization_layer = "instance_norm";
       o.pos_embed = "learnable latlon";
       o.inner_skip = "linear";
+      // Dropout on (the nets train in train mode): masks keyed by global sample and global grid
+      // index, on the input grid (pos_drop) and the internal one (the MLP's, drop path).
+      o.drop_rate = 0.2;
+      o.drop_path_rate = 0.3;
     } else {
       o.scale_factor = 1;
       o.hard_thresholding_fraction = equiangular ? 0.5 : 0.25;

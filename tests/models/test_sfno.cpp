@@ -381,8 +381,8 @@ TEST_CASE("SFNO: errors for options and inputs it refuses") {
     CAPTURE(e);
     CHECK(contains(e, what));
   };
-  refused([](SfnoOptions& b) { b.drop_rate = 0.1; }, "drop_rate = 0.1 (dropout) is not implemented");
-  refused([](SfnoOptions& b) { b.drop_path_rate = 0.2; }, "drop_path_rate = 0.2 (stochastic depth) is not implemented");
+  refused([](SfnoOptions& b) { b.drop_rate = 1.5; }, "expected drop_rate and drop_path_rate in [0, 1], got 1.5 and 0");
+  refused([](SfnoOptions& b) { b.drop_path_rate = -0.2; }, "expected drop_rate and drop_path_rate in [0, 1], got 0 and -0.2");
   refused([](SfnoOptions& b) { b.encoder_layers = 2; }, "encoder_layers = 2 is not supported");
   refused([](SfnoOptions& b) { b.normalization_layer = "batch_norm"; }, "unknown normalization_layer 'batch_norm'");
   refused([](SfnoOptions& b) { b.activation_function = "tanh"; }, "unknown activation_function 'tanh'");
