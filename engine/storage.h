@@ -30,7 +30,7 @@ class Allocator {
   // Gives cached free blocks back to the system (the driver).
   virtual void empty_cache(int device_index) = 0;
   // Work on `stream` also uses the block at `p` (stream-ordered allocators delay its reuse).
-  virtual void record_stream(void* p, int device_index, uintptr_t stream) {}
+  virtual void record_stream(void* /*p*/, int /*device_index*/, uintptr_t /*stream*/) {}
 
   // Device 0 (the CPU) shorthands that benchmarks use.
   size_t bytes_in_use() const { return stats(0).in_use; }

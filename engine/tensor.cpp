@@ -38,10 +38,10 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
-std::string Tensor::meta_str() const {
+std::string Tensor::meta_str(bool with_name) const {
   if (!defined()) return "an undefined tensor";
   std::string meta = fmt::format("{} {} on {}", dtype_name(dtype()), shape_str(sizes()), device().str());
-  return name().empty() ? meta : fmt::format("'{}' {}", name(), meta);
+  return !with_name || name().empty() ? meta : fmt::format("'{}' {}", name(), meta);
 }
 
 void Tensor::check_data_access(DType want, const char* fn, bool host) const {

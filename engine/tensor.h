@@ -51,7 +51,9 @@ class Tensor {
   bool is_view() const;              // shares storage with the tensor it was viewed from
   Tensor view_base() const;          // that tensor (undefined when not a view)
   uint64_t version() const;          // of the storage: shared by all views
-  std::string meta_str() const;      // "f32 (2, 3) on cpu", "'x' f32 (2, 3) on cpu" when named
+  // "f32 (2, 3) on cpu", or "'x' f32 (2, 3) on cpu" when named; with_name = false where the
+  // message names the tensor itself (a module's parameter list, a DOT label).
+  std::string meta_str(bool with_name = true) const;
 
   // ---- raw data (CPU): pointer to the first element; checks the dtype, and refuses a device
   // tensor, whose pointer the host cannot dereference.

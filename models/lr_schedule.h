@@ -21,7 +21,7 @@ class LrSchedule {
   // One optimizer step has been taken.
   virtual void step() {}
   // A validation metric (lower is better) is known.
-  virtual void step_metric(double metric) {}
+  virtual void step_metric(double /*metric*/) {}
   virtual StateDict state() const = 0;
   // Throws on missing or unexpected keys, or a value of the wrong kind, before changing anything.
   virtual void load_state(const StateDict& state) = 0;

@@ -141,7 +141,7 @@ namespace {
 void check_constant_buffer(const std::string& type, const std::string& name, const Tensor& mine, const Tensor& src) {
   GS_CHECK(src.defined() && src.sizes() == mine.sizes(),
            "{}: load_state_dict: constant buffer '{}' is {} here but the state dict holds {}", type, name,
-           mine.meta_str(), src.meta_str());
+           mine.meta_str(false), src.meta_str(false));
   const auto a = cast_copy(mine, is_complex(mine.dtype()) ? DType::c128 : DType::f64);
   const auto b = cast_copy(src, a.dtype());
   double diff = 0, scale = 0;
@@ -197,8 +197,8 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     // model unchanged.
     const bool widening = src.defined() && src.dtype() == DType::c64 && t.dtype() == DType::c128;
     GS_CHECK(src.defined() && src.sizes() == t.sizes() && (src.dtype() == t.dtype() || widening),
-             "{}: load_state_dict: '{}' expects {} but the state dict holds {}", type_name_, name, t.meta_str(),
-             src.meta_str());
+             "{}: load_state_dict: '{}' expects {} but the state dict holds {}", type_name_, name, t.meta_str(false),
+             src.meta_str(false));
   }
   for (auto& [name, t] : constants)
     if (auto it = state.find(name); it != state.end()) check_constant_buffer(type_name_, name, t, it->second);
@@ -243,7 +243,7 @@ void Module::zero_grad() {
 std::string Module::summary() const {
   std::string s;
   for (auto& p : named_parameters())
-    s += fmt::format("  {:<48} {:<28} {}\n", p.name, p.tensor.meta_str(), p.distribution.str());
+    s += fmt::format("  {:<48} {:<28} {}\n", p.name, p.tensor.meta_str(false), p.distribution.str());
   s += fmt::format("  {} parameters ({} real degrees of freedom)\n", num_parameters(), num_parameters(true));
   return s;
 }
@@ -303,7 +303,7 @@ void sync_mutable_buffers(const Module& module, const dist::ProcessGrid& grid) {
   for (const auto& b : module.named_buffers()) {
     if (b.kind != BufferKind::mutable_state) continue;
     GS_CHECK(b.tensor.is_contiguous(), "sync_mutable_buffers: buffer '{}' ({}) must be contiguous", b.name,
-             b.tensor.meta_str());
+             b.tensor.meta_str(false));
     world->broadcast(b.tensor, 0);
   }
 }

@@ -19,7 +19,7 @@ __global__ void where_kernel(T* out, const bool* cond, const T* a, const T* b, S
 
 }  // namespace
 
-bool unary(math::UnaryCode code, double param, DType dtype, void* out, const void* a, const StridedLoop<2>& loop,
+bool unary(math::UnaryCode code, math::UnaryParam param, DType dtype, void* out, const void* a, const StridedLoop<2>& loop,
            void* stream) {
   bool ok = false;
   with_dtype(dtype, [&](auto tag) {

@@ -10,7 +10,7 @@
 
 namespace gs::cuda_kernels {
 
-bool unary(math::UnaryCode code, double param, DType dtype, void* out, const void* a, const StridedLoop<2>& loop,
+bool unary(math::UnaryCode code, math::UnaryParam param, DType dtype, void* out, const void* a, const StridedLoop<2>& loop,
            void* stream);
 bool binary(math::BinaryCode code, DType dtype, void* out, const void* a, const void* b, const StridedLoop<3>& loop,
             void* stream);

@@ -9,7 +9,7 @@
 
 namespace gs::kernels {
 
-inline void cuda_unary(math::UnaryCode code, double param, const Tensor& out, const Tensor& a, const char* op) {
+inline void cuda_unary(math::UnaryCode code, math::UnaryParam param, const Tensor& out, const Tensor& a, const char* op) {
   launch_strided_cuda<2>(op, out, {&a}, [&](const auto& loop, void* stream) {
     return GS_CUDA_CALL(cuda_kernels::unary(code, param, a.dtype(), out.raw_data(), a.raw_data(), loop, stream));
   });

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <complex>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #if defined(__CUDACC__)
@@ -115,6 +116,118 @@ struct Pow {
   template <typename T> GS_HD T operator()(T x, T y) const requires is_real_v<T> { return std::pow(x, y); }
 };
 
+// ---- the ops of ops/elementwise_more.h: trigonometric, hyperbolic, exp/log variants, rounding,
+// activations with scalar parameters, clamp, maximum / minimum. Each mirrors torch's CPU kernel.
+template <typename T>
+inline constexpr bool is_float_or_complex_v = is_real_v<T> || !std::is_arithmetic_v<T>;
+
+struct Sin {
+  template <typename T> GS_HD T operator()(T x) const requires is_float_or_complex_v<T> { using std::sin; return sin(x); }
+};
+struct Cos {
+  template <typename T> GS_HD T operator()(T x) const requires is_float_or_complex_v<T> { using std::cos; return cos(x); }
+};
+struct Tan {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::tan(x); }
+};
+struct Asin {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::asin(x); }
+};
+struct Acos {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::acos(x); }
+};
+struct Atan {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::atan(x); }
+};
+struct Sinh {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::sinh(x); }
+};
+struct Cosh {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::cosh(x); }
+};
+struct Asinh {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::asinh(x); }
+};
+struct Acosh {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::acosh(x); }
+};
+struct Atanh {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::atanh(x); }
+};
+struct Log1p {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::log1p(x); }
+};
+struct Expm1 {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::expm1(x); }
+};
+struct Log2 {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::log2(x); }
+};
+struct Log10 {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::log10(x); }
+};
+struct Exp2 {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::exp2(x); }
+};
+struct Floor {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::floor(x); }
+};
+struct Ceil {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::ceil(x); }
+};
+// Half to even, as torch.round: nearbyint in the default rounding mode (std::round goes away from 0).
+struct Round {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::nearbyint(x); }
+};
+struct Trunc {
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return std::trunc(x); }
+};
+// torch.nn.functional.softplus: linear above the threshold (on x * beta), else log1p(exp(x beta)) / beta.
+struct Softplus {
+  double beta, threshold;
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> {
+    const T xb = x * static_cast<T>(beta);
+    return xb > static_cast<T>(threshold) ? x : std::log1p(std::exp(xb)) / static_cast<T>(beta);
+  }
+};
+// ELU as torch's kernel: x <= 0 takes the exponential branch, so NaN takes the linear one.
+struct Elu {
+  double alpha;
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> {
+    return x <= T(0) ? std::expm1(x) * static_cast<T>(alpha) : x;
+  }
+};
+struct LeakyRelu {
+  double slope;
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> { return x > T(0) ? x : x * static_cast<T>(slope); }
+};
+// min(max(x, lo), hi) with std's comparisons, as torch: NaN x stays NaN, a NaN bound gives NaN,
+// lo > hi gives hi. An absent bound is an infinity.
+struct ClampScalar {
+  double lo, hi;
+  template <typename T> GS_HD T operator()(T x) const requires is_real_v<T> {
+    if (lo != lo || hi != hi) return std::numeric_limits<T>::quiet_NaN();
+    const T m = x < static_cast<T>(lo) ? static_cast<T>(lo) : x;
+    return static_cast<T>(hi) < m ? static_cast<T>(hi) : m;
+  }
+};
+struct Atan2 {
+  template <typename T> GS_HD T operator()(T y, T x) const requires is_real_v<T> { return std::atan2(y, x); }
+};
+// torch.maximum / minimum: NaN if either operand is NaN, else std::max / std::min (the first on ties).
+struct Maximum {
+  template <typename T> GS_HD T operator()(T x, T y) const requires is_real_v<T> {
+    if (x != x || y != y) return std::numeric_limits<T>::quiet_NaN();
+    return x < y ? y : x;
+  }
+};
+struct Minimum {
+  template <typename T> GS_HD T operator()(T x, T y) const requires is_real_v<T> {
+    if (x != x || y != y) return std::numeric_limits<T>::quiet_NaN();
+    return y < x ? y : x;
+  }
+};
+
 struct Conj {
   template <typename T> GS_HD T operator()(T z) const requires(!std::is_arithmetic_v<T>) { using std::conj; return conj(z); }
 };
@@ -167,11 +280,21 @@ auto with_compare(CompareCode code, F&& f) {
 // The codes by which an op's .cpp names its functor to a device launcher. `complex` says whether
 // the op also takes complex operands.
 enum class UnaryCode : uint8_t {
-  neg, exp, log, sqrt, rsqrt, abs, sign, tanh, sigmoid, relu, erf, gelu, gelu_tanh, silu, pow_scalar, conj, logical_not
+  neg, exp, log, sqrt, rsqrt, abs, sign, tanh, sigmoid, relu, erf, gelu, gelu_tanh, silu, pow_scalar, conj, logical_not,
+  sin, cos, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh, log1p, expm1, log2, log10, exp2,
+  floor, ceil, round, trunc, softplus, elu, leaky_relu, clamp
 };
-enum class BinaryCode : uint8_t { add, sub, mul, div, pow, logical_and };
+enum class BinaryCode : uint8_t { add, sub, mul, div, pow, logical_and, atan2, maximum, minimum };
 
-// Calls f(functor) with the functor of `code` (param: pow_scalar's exponent). Host code: the
+// The scalar parameters of a unary functor, (a, b): pow_scalar's exponent (a), softplus's beta and
+// threshold, elu's alpha (a), leaky_relu's slope (a), clamp's bounds (lo, hi). One double converts,
+// so the one-parameter callers pass it as it is.
+struct UnaryParam {
+  double a = 0, b = 0;
+  constexpr UnaryParam(double first = 0, double second = 0) : a(first), b(second) {}
+};
+
+// Calls f(functor) with the functor of `code` (param: UnaryParam above). Host code: the
 // CUDA launchers use it to pick the kernel to instantiate.
 template <typename F>
 auto with_pow_scalar(double e, F&& f) {
@@ -185,7 +308,7 @@ auto with_pow_scalar(double e, F&& f) {
 }
 
 template <typename F>
-auto with_unary(UnaryCode code, double param, F&& f) {
+auto with_unary(UnaryCode code, UnaryParam param, F&& f) {
   switch (code) {
     case UnaryCode::neg: return f(Neg{});
     case UnaryCode::exp: return f(Exp{});
@@ -201,9 +324,33 @@ auto with_unary(UnaryCode code, double param, F&& f) {
     case UnaryCode::gelu: return f(Gelu{});
     case UnaryCode::gelu_tanh: return f(GeluTanh{});
     case UnaryCode::silu: return f(Silu{});
-    case UnaryCode::pow_scalar: return with_pow_scalar(param, f);
+    case UnaryCode::pow_scalar: return with_pow_scalar(param.a, f);
     case UnaryCode::conj: return f(Conj{});
     case UnaryCode::logical_not: return f(LogicalNot{});
+    case UnaryCode::sin: return f(Sin{});
+    case UnaryCode::cos: return f(Cos{});
+    case UnaryCode::tan: return f(Tan{});
+    case UnaryCode::asin: return f(Asin{});
+    case UnaryCode::acos: return f(Acos{});
+    case UnaryCode::atan: return f(Atan{});
+    case UnaryCode::sinh: return f(Sinh{});
+    case UnaryCode::cosh: return f(Cosh{});
+    case UnaryCode::asinh: return f(Asinh{});
+    case UnaryCode::acosh: return f(Acosh{});
+    case UnaryCode::atanh: return f(Atanh{});
+    case UnaryCode::log1p: return f(Log1p{});
+    case UnaryCode::expm1: return f(Expm1{});
+    case UnaryCode::log2: return f(Log2{});
+    case UnaryCode::log10: return f(Log10{});
+    case UnaryCode::exp2: return f(Exp2{});
+    case UnaryCode::floor: return f(Floor{});
+    case UnaryCode::ceil: return f(Ceil{});
+    case UnaryCode::round: return f(Round{});
+    case UnaryCode::trunc: return f(Trunc{});
+    case UnaryCode::softplus: return f(Softplus{param.a, param.b});
+    case UnaryCode::elu: return f(Elu{param.a});
+    case UnaryCode::leaky_relu: return f(LeakyRelu{param.a});
+    case UnaryCode::clamp: return f(ClampScalar{param.a, param.b});
   }
   return f(Neg{});
 }
@@ -217,6 +364,9 @@ auto with_binary(BinaryCode code, F&& f) {
     case BinaryCode::div: return f(Div{});
     case BinaryCode::pow: return f(Pow{});
     case BinaryCode::logical_and: return f(LogicalAnd{});
+    case BinaryCode::atan2: return f(Atan2{});
+    case BinaryCode::maximum: return f(Maximum{});
+    case BinaryCode::minimum: return f(Minimum{});
   }
   return f(Add{});
 }

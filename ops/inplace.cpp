@@ -22,19 +22,9 @@
 namespace gs {
 namespace {
 
-// Writing to a tensor in which two elements share one memory location (an expanded view) would
-// race and make the result depend on the order of the writes.
-void check_no_self_overlap(const Tensor& self, const char* op) {
-  for (int64_t d = 0; d < self.dim(); ++d)
-    GS_CHECK(self.sizes()[d] <= 1 || self.strides()[d] != 0,
-             "{}: cannot write in place to {} with strides {}: several of its elements share one memory location "
-             "(an expanded view, dim {} has stride 0). clone() it first.",
-             op, self.meta_str(), shape_str(self.strides()), d);
-}
-
 void check_target(const Tensor& self, const char* op) {
   kernels::check_defined(self, op, "the tensor to modify");
-  check_no_self_overlap(self, op);
+  kernels::check_no_self_overlap(self, op);
 }
 
 // `other` must broadcast to self's shape: an in-place op never changes the shape of self.

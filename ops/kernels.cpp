@@ -9,6 +9,14 @@ void check_defined(const Tensor& t, const char* op, const char* what) {
   GS_CHECK(t.defined(), "{}: {} is an undefined tensor", op, what);
 }
 
+void check_no_self_overlap(const Tensor& self, const char* op) {
+  for (int64_t d = 0; d < self.dim(); ++d)
+    GS_CHECK(self.sizes()[d] <= 1 || self.strides()[d] != 0,
+             "{}: cannot write in place to {} with strides {}: several of its elements share one memory location "
+             "(an expanded view, dim {} has stride 0). clone() it first.",
+             op, self.meta_str(), shape_str(self.strides()), d);
+}
+
 DType check_mixed_storage_pair(const Tensor& a, const Tensor& b, const char* op) {
   check_defined(a, op, "the first input");
   check_defined(b, op, "the second input");

@@ -21,6 +21,9 @@ inline constexpr int64_t kParallelGrain = 32768;
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
 void check_same_device(const Tensor& a, const Tensor& b, const char* op);
 void check_defined(const Tensor& t, const char* op, const char* what = "input");
+// A tensor written in place may not hold one memory location twice (an expanded view): the writes
+// would race and the result would depend on their order.
+void check_no_self_overlap(const Tensor& self, const char* op);
 // f32, f64, c64 or c128, with dispatch_float_complex's error, before any device is chosen.
 void check_float_complex(const Tensor& t, const char* op);
 // The dtype of an op on operands a and b that must agree, where bf16 storage counts as f32 (the

@@ -8,7 +8,9 @@ compare_sht.py) and the runner built by `ninja -C build` (build/tools/graph_runn
     /opt/gs-ref/bin/python tools/diff_autograd.py --graphs 2000 --seed 1 [--keep DIR]
 
 Each graph is a small program (the format is in tools/graph_runner.cpp) over the ops both
-sides have: elementwise ops with broadcasting, reductions, every view kind, matmul, cat/stack,
+sides have: elementwise ops with broadcasting, reductions (prod, std, norm p = 1, 2, inf among them),
+cumsum / cumprod, softmax / log_softmax, cross_entropy / nll_loss on i64 class indices (a `const`, some
+ignored, with class weights, label smoothing), every view kind, matmul, cat/stack,
 and in-place writes (add_, mul_, copy_ and their scalar forms) on intermediates, on views of
 them (including an operand that aliases the written tensor) and on constant leaves. The same text
 runs in gradsphere (graph_runner) and in PyTorch (this script), and the two are compared on:
@@ -25,6 +27,14 @@ meaning (the operand cloned; every saved tensor copied when saved) and compared.
 reshape / flatten / view_as_complex is a view on one side only (layouts differ) are counted apart.
 With --complex the graphs also build complex tensors from real pairs and use complex, real, imag,
 conj (compared with torch.conj_physical), view_as_real, view_as_complex and complex arithmetic.
+Elementwise ops of ops/elementwise_more.h: trigonometric, hyperbolic, exp/log variants and rounding
+(asin, acos, atanh, tan, acosh fed tanh(x) * s or sigmoid(x) + 1.25 to stay in their domain),
+softplus / elu / leaky_relu / hardtanh / clamp with scalar parameters, maximum, minimum, atan2, and
+clamp with tensor bounds (clampt; "-" for an absent bound).
+With --indexing they also use index_select, gather, scatter (distinct targets), scatter_add, index_add,
+masked_fill, masked_select, index_put (distinct targets unless accumulating) and the in-place
+scatter_add_, index_add_, masked_fill_ and index_put_, over i64 indices and bool masks written as
+`const` statements; --edge-table includes each of them with edge values among its inputs.
 
 An unused gradient (None) equals zeros. Non-finite values must match exactly (NaN with NaN, an
 infinity with the same infinity). Finite ones: f64 graphs to 1e-9 relative to the largest magnitude
@@ -40,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import math
 import os
 import random
@@ -48,10 +59,24 @@ import sys
 import tempfile
 
 UNARY = ["neg", "exp", "tanh", "sigmoid", "relu", "erf", "gelu", "gelu_tanh", "silu", "square", "abs",
-         "clone", "contiguous"]
-POSITIVE_UNARY = ["log", "sqrt", "rsqrt"]
-BINARY = ["add", "sub", "mul"]
-REDUCE = ["sum", "mean", "max", "min", "logsumexp"]
+         "clone", "contiguous", "sin", "cos", "atan", "sinh", "cosh", "asinh", "expm1", "exp2", "floor", "ceil",
+         "round", "trunc", "dropout", "dropout_p1"]
+# dropout: gs::dropout(x, 0.5) under the key (1234, 5) (graph_runner.cpp); torch draws another mask, so
+# the reference is x * mask / (1 - p) with gradsphere's mask (tools/philox_ref.py); dropout_p1 is
+# F.dropout(x, 1.0) itself (zeros, NaN * 0 = NaN).
+DROPOUT_KEY = (1234, 5)
+POSITIVE_UNARY = ["log", "sqrt", "rsqrt", "log1p", "log2", "log10"]
+# Ops defined on part of the line, with the scale s of tanh(x) * s that keeps their input inside on
+# ordinary runs (acosh: sigmoid(x) + 1.25): asin, acos, atanh and tan take (-1, 1) or (-1.2, 1.2).
+DOMAIN_UNARY = {"asin": 0.9, "acos": 0.9, "atanh": 0.9, "tan": 1.2, "acosh": None}
+# Activations with scalar parameters (ARG... after the input) and clamp with scalar bounds ("-": none).
+PARAM_UNARY = {"softplus": [(1, 20), (2, 20), (0.5, 1)], "elu": [(1,), (1.5,), (0.5,)],
+               "leaky_relu": [(0.01,), (0.2,)], "hardtanh": [(-1, 1), (-0.5, 2)],
+               "clamps": [(-1, 1), (-0.5, "-"), ("-", 0.3), (1, -1)]}
+BINARY = ["add", "sub", "mul", "maximum", "minimum", "atan2"]
+REDUCE = ["sum", "mean", "max", "min", "logsumexp", "prod"]
+# Along one dim: ARG... = DIM (softmax, log_softmax) or DIM REVERSE (cumsum, cumprod).
+ALONG = ["cumsum", "cumprod", "softmax", "log_softmax"]
 # Ops that return a view or a copy depending on the input's strides (torch leaves which unspecified).
 MAYBE_VIEW_OPS = {"reshape", "flatten", "contiguous"}
 # --edges: inputs take these values 30% of the time, and domain-restricted ops get raw inputs half
@@ -80,13 +105,37 @@ def broadcast_to_ok(src, dst):
     return all(s in (1, d) for s, d in zip(reversed(src), reversed(dst)))
 
 
+def broadcast_shape(a, b):
+    return tuple(max(x, y) for x, y in zip((1,) * (len(b) - len(a)) + tuple(a), (1,) * (len(a) - len(b)) + tuple(b)))
+
+
 def broadcast_ok(a, b):
     return all(x == y or x == 1 or y == 1 for x, y in zip(reversed(a), reversed(b)))
 
 
+def writable(v):
+    """Targets PyTorch accepts: not a leaf that requires grad, nor a view of one, nor an expanded view."""
+    r = v.root()
+    expanded, x = False, v
+    while x.base is not None:  # a write through an expanded view is refused by both
+        expanded, x = expanded or x.kind == "expand", x.base
+    return not (r.leaf and r.requires_grad) and not expanded
+
+
+def mark_written(t, operand):
+    """An in-place write with an operand that requires grad makes the target and its bases require it."""
+    if operand.requires_grad:
+        v = t
+        v.requires_grad = True
+        while v.base is not None:
+            v = v.base
+            v.requires_grad = True
+
+
 class Generator:
-    def __init__(self, rng, dtype, complex_mode=False, edges=False):
+    def __init__(self, rng, dtype, complex_mode=False, edges=False, indexing=False):
         self.rng, self.dtype, self.complex_mode, self.edges = rng, dtype, complex_mode, edges
+        self.indexing_mode = indexing
         self.lines, self.vars, self.count = [], [], 0
 
     def fresh(self):
@@ -134,11 +183,25 @@ class Generator:
             return x
         return self.op("adds", [self.op("sigmoid", [x], x.shape), 0.25], x.shape)
 
+    def in_domain(self, op, x):
+        if self.edges and self.rng.random() < 0.5:  # the raw value: outside the domain too
+            return x
+        if DOMAIN_UNARY[op] is None:  # acosh: above 1
+            return self.op("adds", [self.op("sigmoid", [x], x.shape), 1.25], x.shape)
+        return self.op("muls", [self.op("tanh", [x], x.shape), DOMAIN_UNARY[op]], x.shape)
+
     # --- statement kinds
     def unary(self):
         x = self.pick()
-        if self.rng.random() < 0.25:
+        r = self.rng.random()
+        if r < 0.2:
             return self.op(self.rng.choice(POSITIVE_UNARY), [self.positive(x)], x.shape)
+        if r < 0.3:
+            op = self.rng.choice(sorted(DOMAIN_UNARY))
+            return self.op(op, [self.in_domain(op, x)], x.shape)
+        if r < 0.4:
+            op = self.rng.choice(sorted(PARAM_UNARY))
+            return self.op(op, [x, *self.rng.choice(PARAM_UNARY[op])], x.shape)
         return self.op(self.rng.choice(UNARY), [x], x.shape)
 
     def scalar(self):
@@ -155,7 +218,15 @@ class Generator:
             b = self.input(a.shape[self.rng.randint(0, len(a.shape)):], self.rng.random() < 0.5)
         out = tuple(max(x, y) for x, y in zip(((1,) * (len(b.shape) - len(a.shape)) + a.shape),
                                                ((1,) * (len(a.shape) - len(b.shape)) + b.shape)))
-        kind = self.rng.choice(BINARY + ["div", "pow"])
+        kind = self.rng.choice(BINARY + ["div", "pow", "clampt"])
+        if kind == "clampt":  # clamp(a, b, c) with tensor bounds, one of them sometimes absent
+            c = self.pick(lambda v: broadcast_ok(out, v.shape)) or self.input(out, self.rng.random() < 0.5)
+            lo, hi = self.rng.choice([(b, c), (b, "-"), ("-", c), (c, b)])
+            shape = a.shape
+            for bound in (lo, hi):
+                if bound != "-":
+                    shape = broadcast_shape(shape, bound.shape)
+            return self.op("clampt", [a, lo, hi], shape)
         if kind == "div":
             return self.op("div", [a, self.positive(b)], out)
         if kind == "pow":
@@ -164,17 +235,57 @@ class Generator:
 
     def reduce(self):
         x = self.pick(lambda v: len(v.shape) >= 1)
-        kind = self.rng.choice(REDUCE + ["var"])
+        kind = self.rng.choice(REDUCE + ["var", "std", "norm"])
         nd = len(x.shape)
         dims = sorted(self.rng.sample(range(nd), self.rng.randint(1, nd)))
+        if kind == "prod" and 1 < len(dims) < nd:  # torch.prod takes one dim or all
+            dims = dims[:1]
         keep = self.rng.random() < 0.5
         shape = tuple((1 if i in dims else s) for i, s in enumerate(x.shape) if keep or i not in dims)
         dtext = ",".join(map(str, dims))
-        if kind == "var":
+        if kind in ("var", "std"):
             if all(x.shape[d] == 1 for d in dims):
                 return None
-            return self.op("var", [x, dtext, self.rng.choice([0, 1]), int(keep)], shape)
+            return self.op(kind, [x, dtext, self.rng.choice([0, 1]), int(keep)], shape)
+        if kind == "norm":
+            return self.op("norm", [x, self.rng.choice(["1", "2", "inf"]), dtext, int(keep)], shape)
         return self.op(kind, [x, dtext, int(keep)], shape)
+
+    def along(self):
+        """cumsum / cumprod (forward or from the end) and softmax / log_softmax along one dim."""
+        x = self.pick(lambda v: len(v.shape) >= 1)
+        kind = self.rng.choice(ALONG)
+        d = self.rng.randrange(len(x.shape))
+        if kind in ("cumsum", "cumprod"):
+            # torch runs a reverse scan as flip(scan(flip(x))): its cumprod saves a hidden result
+            # that an in-place write on ours cannot reach, so only cumsum (saving nothing) reverses.
+            return self.op(kind, [x, d, int(kind == "cumsum" and self.rng.random() < 0.3)], x.shape)
+        return self.op(kind, [x, d], x.shape)
+
+    def classify(self):
+        """cross_entropy or nll_loss of an input (C), (N, C) or (N, C, d) against i64 class indices (a
+        `const`), some ignored, with or without class weights (a constant input), every reduction, and
+        label smoothing for cross_entropy."""
+        x = self.pick(lambda v: 1 <= len(v.shape) <= 3)
+        if x is None:
+            return None
+        cd = 0 if len(x.shape) == 1 else 1
+        c = x.shape[cd]
+        tshape = x.shape[:cd] + x.shape[cd + 1:]
+        ignore = -100 if self.rng.random() < 0.7 else self.rng.randrange(c)
+        values = [ignore if self.rng.random() < 0.2 else self.rng.randrange(c) for _ in range(math.prod(tshape))]
+        target = self.const("i64", list(tshape), values)
+        kind = self.rng.choice(["cross_entropy", "nll_loss"])
+        reduction = self.rng.choice(["mean", "sum", "none"])
+        smoothing = self.rng.choice([0, 0, 0.1, 0.3]) if kind == "cross_entropy" else 0
+        args = [x, target, reduction, ignore, smoothing]
+        if self.rng.random() < 0.5:
+            w = Var(self.fresh(), (c,), leaf=True)
+            self.lines.append(f"input {w.name} {self.dtype} {c} 0 " +
+                              " ".join(float.hex(round(self.rng.uniform(0.5, 2), 3)) for _ in range(c)))
+            self.vars.append(w)
+            args.append(w)
+        return self.op(kind, args, tshape if reduction == "none" else ())
 
     def view(self):
         x = self.pick(lambda v: len(v.shape) >= 1, cplx=None if self.complex_mode else False)
@@ -260,13 +371,6 @@ class Generator:
         return self.op("stack", [d] + parts, s)
 
     def inplace(self):
-        # Targets PyTorch accepts: not a leaf that requires grad, nor a view of one.
-        def writable(v):
-            r = v.root()
-            expanded, x = False, v
-            while x.base is not None:  # a write through an expanded view is refused by both
-                expanded, x = expanded or x.kind == "expand", x.base
-            return not (r.leaf and r.requires_grad) and not expanded
         t = self.pick(writable, cplx=None if self.complex_mode else False)
         if t is None:
             return None
@@ -279,12 +383,126 @@ class Generator:
                 o = self.complex_of(t.shape) if t.cplx else self.input(t.shape, True)
             extra = f" {self.rng.choice([1, -0.5, 2])}" if kind == "add_" else ""
             self.lines.append(f"inplace {kind} {t.name} {o.name}{extra}")
-            if o.requires_grad:
-                t.requires_grad = True
-                v = t
-                while v.base is not None:
-                    v = v.base
-                    v.requires_grad = True
+            mark_written(t, o)
+        return t
+
+    # --- indexing (--indexing): i64 indices and bool masks are `const` statements
+    def const(self, dtype, shape, values):
+        name = self.fresh()
+        dims = ",".join(map(str, shape)) if shape else "-"
+        self.lines.append(f"const {name} {dtype} {dims} " + " ".join(str(int(v)) for v in values))
+        return name
+
+    def dim_index(self, x, d, distinct=False):
+        """An index for gather / scatter along d: x's number of dims, at most x's sizes elsewhere; with
+        distinct, no two entries of one fibre along d are equal (scatter's writes do not collide)."""
+        n = x.shape[d]
+        shape = [self.rng.randint(1, s) for s in x.shape]
+        shape[d] = self.rng.randint(1, n) if distinct else self.rng.randint(1, 4)
+        fibres = math.prod(shape) // shape[d]
+        cols = [self.rng.sample(range(n), shape[d]) if distinct else [self.rng.randrange(n) for _ in range(shape[d])]
+                for _ in range(fibres)]
+        # element (.., i along d, ..) in row-major order: fibre f = (outer, inner), entry i
+        inner = math.prod(shape[d + 1:])
+        values = [cols[(q // (shape[d] * inner)) * inner + q % inner][(q // inner) % shape[d]]
+                  for q in range(math.prod(shape))]
+        return self.const("i64", shape, values), tuple(shape)
+
+    def source_like(self, shape, avoid=None):
+        """A real variable of `shape` (not one sharing avoid's storage), or a new input."""
+        ok = lambda v: v.shape == tuple(shape) and (avoid is None or v.root() is not avoid.root())
+        return self.pick(ok, cplx=False) or self.input(shape, self.rng.random() < 0.7)
+
+    def mask_for(self, shape):
+        """A bool mask whose shape broadcasts to `shape` (some dims 1, maybe fewer dims)."""
+        ms = [s if self.rng.random() < 0.7 else 1 for s in shape[self.rng.randint(0, len(shape) - 1):]]
+        values = [self.rng.random() < 0.5 for _ in range(math.prod(ms))]
+        if not any(values):  # masked_select keeps an element: the generator makes no empty tensors
+            values[self.rng.randrange(len(values))] = True
+        return self.const("bool", ms, values), ms, values
+
+    def indexing(self):
+        x = self.pick(lambda v: len(v.shape) >= 1 and 0 not in v.shape, cplx=False)
+        if x is None:
+            return None
+        nd = len(x.shape)
+        d = self.rng.randrange(nd)
+        kind = self.rng.choice(["index_select", "gather", "scatter", "scatter_value", "scatter_add", "index_add",
+                                "masked_fill", "masked_fill_t", "masked_select", "index_put"])
+        if kind in ("index_select", "index_add"):
+            k = self.rng.randint(1, 4)
+            idx = self.const("i64", [k], [self.rng.randrange(x.shape[d]) for _ in range(k)])
+            s = list(x.shape)
+            s[d] = k
+            if kind == "index_select":
+                return self.op("index_select", [x, d, idx], s)
+            return self.op("index_add", [x, d, idx, self.source_like(s), self.rng.choice([1, -0.5, 2])], x.shape)
+        if kind in ("gather", "scatter", "scatter_value", "scatter_add"):
+            idx, ishape = self.dim_index(x, d, distinct=kind in ("scatter", "scatter_value"))
+            if kind == "gather":
+                return self.op("gather", [x, d, idx], ishape)
+            if kind == "scatter_value":
+                return self.op("scatter_value", [x, d, idx, round(self.rng.uniform(-2, 2), 3)], x.shape)
+            return self.op(kind, [x, d, idx, self.source_like(ishape)], x.shape)
+        if kind in ("masked_fill", "masked_fill_t", "masked_select"):
+            mask, ms, values = self.mask_for(x.shape)
+            if kind == "masked_fill":
+                return self.op("masked_fill", [x, mask, round(self.rng.uniform(-2, 2), 3)], x.shape)
+            if kind == "masked_fill_t":
+                return self.op("masked_fill_t", [x, mask, self.source_like(())], x.shape)
+            lead = len(x.shape) - len(ms)
+
+            def mask_at(pos):  # the mask broadcast to x's shape, at x's position pos
+                q = 0
+                for j, s in enumerate(ms):
+                    q = q * s + (pos[lead + j] if s > 1 else 0)
+                return values[q]
+            count = sum(mask_at(pos) for pos in itertools.product(*[range(s) for s in x.shape]))
+            return self.op("masked_select", [x, mask], (count,))
+        return self.index_put(x)
+
+    def index_put(self, x, inplace=False):
+        k = self.rng.randint(1, len(x.shape))
+        acc = self.rng.random() < 0.5
+        p = self.rng.randint(1, 4)
+        cells = list(itertools.product(*[range(s) for s in x.shape[:k]]))
+        # Without accumulate, distinct targets: gradsphere's last write and torch's unspecified one agree.
+        chosen = [self.rng.choice(cells) for _ in range(p)] if acc else self.rng.sample(cells, min(p, len(cells)))
+        p = len(chosen)
+        idx = [self.const("i64", [p], [c[j] - (x.shape[j] if self.rng.random() < 0.3 else 0) for c in chosen])
+               for j in range(k)]
+        result = (p,) + tuple(x.shape[k:])
+        values = self.source_like(result[self.rng.randint(0, len(result)):], avoid=x if inplace else None)
+        if inplace:
+            self.lines.append(f"inplace index_put_ {x.name} {int(acc)} {values.name} " + " ".join(idx))
+            mark_written(x, values)
+            return x
+        return self.op("index_put", [x, int(acc), values] + idx, x.shape)
+
+    def indexing_inplace(self):
+        t = self.pick(lambda v: writable(v) and len(v.shape) >= 1 and 0 not in v.shape, cplx=False)
+        if t is None:
+            return None
+        kind = self.rng.choice(["scatter_add_", "index_add_", "masked_fill_", "index_put_"])
+        d = self.rng.randrange(len(t.shape))
+        if kind == "scatter_add_":
+            idx, ishape = self.dim_index(t, d)
+            src = self.source_like(ishape, avoid=t)
+            self.lines.append(f"inplace scatter_add_ {t.name} {d} {idx} {src.name}")
+        elif kind == "index_add_":
+            k = self.rng.randint(1, 4)
+            idx = self.const("i64", [k], [self.rng.randrange(t.shape[d]) for _ in range(k)])
+            s = list(t.shape)
+            s[d] = k
+            src = self.source_like(s, avoid=t)
+            self.lines.append(f"inplace index_add_ {t.name} {d} {idx} {src.name} {self.rng.choice([1, -0.5, 2])}")
+        elif kind == "masked_fill_":
+            mask, _, _ = self.mask_for(t.shape)
+            self.lines.append(f"inplace masked_fill_ {t.name} {mask} {round(self.rng.uniform(-2, 2), 3)}")
+            return t
+        else:
+            return self.index_put(t, inplace=True)
+        mark_written(t, src)
         return t
 
     # --- complex statements (--complex): made from real pairs, seen through real views
@@ -328,7 +546,9 @@ class Generator:
         if self.rng.random() < 0.5:
             self.input(self.random_shape(), False)
         makers = [(self.unary, 3), (self.scalar, 2), (self.binary, 3), (self.reduce, 2), (self.view, 4),
-                  (self.matmul, 1), (self.cat, 1), (self.inplace, 4)]
+                  (self.matmul, 1), (self.cat, 1), (self.inplace, 4), (self.along, 1), (self.classify, 1)]
+        if self.indexing_mode:
+            makers += [(self.indexing, 4), (self.indexing_inplace, 2)]
         if self.complex_mode:
             makers += [(self.complex_make, 1), (self.complex_unary, 3), (self.complex_binary, 2),
                        (self.view_as_complex, 1)]
@@ -381,19 +601,38 @@ def run_torch(text, clone_saved=False, clone_operands=False):
             return fn_all(x) if not keep else fn_dims(x, tuple(range(x.dim())), True)
         return fn_dims(x, tuple(d), keep == "1")
 
+    def keyed_keep(x):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import philox_ref
+        keep = philox_ref.keep_mask(*DROPOUT_KEY, tuple(x.shape), 0.5)
+        return torch.from_numpy(keep.astype("float64")).to(x.dtype)
+
     unary = {"neg": torch.neg, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
              "abs": torch.abs, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "erf": torch.erf,
              "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
              "square": torch.square, "clone": torch.clone, "contiguous": lambda x: x.contiguous(),
-             "squeeze_all": torch.squeeze}
+             "squeeze_all": torch.squeeze,
+             "dropout": lambda x: x * keyed_keep(x) / 0.5, "dropout_p1": lambda x: F.dropout(x, 1.0, training=True)}
+    unary.update({op: getattr(torch, op) for op in ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
+                                                     "asinh", "acosh", "atanh", "log1p", "expm1", "log2", "log10",
+                                                     "exp2", "floor", "ceil", "round", "trunc"]})
     binary = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
-              "matmul": torch.matmul}
+              "matmul": torch.matmul, "maximum": torch.maximum, "minimum": torch.minimum, "atan2": torch.atan2}
+    def prod_dims(x, dims, keep):
+        # torch.prod takes one dim or all (the generator asks no more; several would go one by one).
+        if len(dims) == x.dim():
+            return x.prod().reshape([1] * x.dim()) if keep else x.prod()
+        for d in sorted(dims, reverse=True):
+            x = x.prod(d, keepdim=True)
+        return x if keep else x.squeeze(tuple(dims)) if dims else x
+
     reductions = {"sum": (torch.sum, lambda x, d, k: torch.sum(x, d, keepdim=k)),
                   "mean": (torch.mean, lambda x, d, k: torch.mean(x, d, keepdim=k)),
                   "max": (torch.max, lambda x, d, k: torch.amax(x, d, keepdim=k)),
                   "min": (torch.min, lambda x, d, k: torch.amin(x, d, keepdim=k)),
                   "logsumexp": (lambda x: torch.logsumexp(x, tuple(range(x.dim()))),
-                                lambda x, d, k: torch.logsumexp(x, d, keepdim=k))}
+                                lambda x, d, k: torch.logsumexp(x, d, keepdim=k)),
+                  "prod": (torch.prod, prod_dims)}
 
     def apply(op, a):
         v = lambda i: env[a[i]]
@@ -414,14 +653,40 @@ def run_torch(text, clone_saved=False, clone_operands=False):
             return torch.view_as_real(v(0).resolve_conj())
         if op == "view_as_complex":
             return torch.view_as_complex(v(0))
+        if op == "softplus":
+            return F.softplus(v(0), num(a[1]), num(a[2]))
+        if op == "elu":
+            return F.elu(v(0), num(a[1]))
+        if op == "leaky_relu":
+            return F.leaky_relu(v(0), num(a[1]))
+        if op == "hardtanh":
+            return F.hardtanh(v(0), num(a[1]), num(a[2]))
+        if op == "clamps":
+            return torch.clamp(v(0), None if a[1] == "-" else num(a[1]), None if a[2] == "-" else num(a[2]))
+        if op == "clampt":
+            return torch.clamp(v(0), None if a[1] == "-" else env[a[1]], None if a[2] == "-" else env[a[2]])
         if op == "adds":
             return v(0) + num(a[1])
         if op == "muls":
             return v(0) * num(a[1])
         if op == "pows":
             return torch.pow(v(0), num(a[1]))
-        if op == "var":
-            return torch.var(v(0), tuple(ints(a[1])), correction=int(a[2]), keepdim=a[3] == "1")
+        if op in ("var", "std"):
+            return getattr(torch, op)(v(0), tuple(ints(a[1])), correction=int(a[2]), keepdim=a[3] == "1")
+        if op == "norm":
+            return torch.linalg.vector_norm(v(0), num(a[1]), tuple(ints(a[2])), keepdim=a[3] == "1")
+        if op in ("cumsum", "cumprod"):
+            d = int(a[1])
+            if a[2] == "1":  # from the end
+                return getattr(v(0).flip(d), op)(d).flip(d)
+            return getattr(v(0), op)(d)
+        if op in ("softmax", "log_softmax"):
+            return getattr(torch, op)(v(0), int(a[1]))
+        if op == "cross_entropy":
+            return F.cross_entropy(v(0), v(1), env[a[5]] if len(a) > 5 else None, ignore_index=int(a[3]),
+                                   reduction=a[2], label_smoothing=num(a[4]))
+        if op == "nll_loss":
+            return F.nll_loss(v(0), v(1), env[a[5]] if len(a) > 5 else None, ignore_index=int(a[3]), reduction=a[2])
         if op == "transpose":
             return v(0).transpose(int(a[1]), int(a[2]))
         if op == "permute":
@@ -448,6 +713,22 @@ def run_torch(text, clone_saved=False, clone_operands=False):
         if op in ("cat", "stack"):
             ts = [env[n] for n in a[1:]]
             return torch.cat(ts, int(a[0])) if op == "cat" else torch.stack(ts, int(a[0]))
+        if op in ("index_select", "gather"):
+            return getattr(torch, op)(v(0), int(a[1]), v(2))
+        if op in ("scatter", "scatter_add"):
+            return getattr(v(0), op)(int(a[1]), v(2), v(3))
+        if op == "scatter_value":
+            return v(0).scatter(int(a[1]), v(2), num(a[3]))
+        if op == "index_add":
+            return v(0).index_add(int(a[1]), v(2), v(3), alpha=num(a[4]))
+        if op == "masked_fill":
+            return v(0).masked_fill(v(1), num(a[2]))
+        if op == "masked_fill_t":
+            return v(0).masked_fill(v(1), v(2))
+        if op == "masked_select":
+            return torch.masked_select(v(0), v(1))
+        if op == "index_put":
+            return v(0).index_put(tuple(env[n] for n in a[3:]), v(2), accumulate=a[1] == "1")
         raise ValueError(f"unknown op {op}")
 
     def fmt(kind, name, t):
@@ -483,6 +764,9 @@ def run_torch(text, clone_saved=False, clone_operands=False):
                     inputs.append(a[0])
                 env[a[0]] = t
                 order.append(a[0])
+            elif kind == "const":  # i64 indices and bool masks: not printed, never differentiated
+                dt = {"i64": torch.int64, "bool": torch.bool}[a[1]]
+                env[a[0]] = torch.tensor([int(x) for x in a[3:]], dtype=dt).reshape(ints(a[2]))
             elif kind == "op":
                 current[0] = a[1]
                 r = apply(a[1], a[2:])
@@ -520,6 +804,14 @@ def run_torch(text, clone_saved=False, clone_operands=False):
                         t.add_(num(a[2]))
                     elif a[0] == "muls_":
                         t.mul_(num(a[2]))
+                    elif a[0] == "scatter_add_":
+                        t.scatter_add_(int(a[2]), env[a[3]], operand(a[4]))
+                    elif a[0] == "index_add_":
+                        t.index_add_(int(a[2]), env[a[3]], operand(a[4]), alpha=num(a[5]))
+                    elif a[0] == "masked_fill_":
+                        t.masked_fill_(env[a[2]], num(a[3]))
+                    elif a[0] == "index_put_":
+                        t.index_put_(tuple(env[n] for n in a[4:]), operand(a[3]), accumulate=a[2] == "1")
             elif kind == "loss":
                 loss = a[0]
             elif kind == "probe":
@@ -679,13 +971,44 @@ def edge_table(runner):
         lines += [f"probe {n} " + " ".join("0x1p+0" for _ in v) for n, v in inputs]
         return "\n".join(lines) + "\n"
 
-    cases = [(f"{op}({x})", program([f"op r {op} x"], [("x", [x])])) for op in UNARY + POSITIVE_UNARY for x in values]
+    cases = [(f"{op}({x})", program([f"op r {op} x"], [("x", [x])]))
+             for op in UNARY + POSITIVE_UNARY + sorted(DOMAIN_UNARY) for x in values]
+    cases += [(f"{op}({x}, {', '.join(map(str, p))})", program([f"op r {op} x " + " ".join(map(str, p))], [("x", [x])]))
+              for op in sorted(PARAM_UNARY) for p in PARAM_UNARY[op] for x in values + [10.0, 20.0, -0.5, 0.3]]
+    cases += [(f"clampt({x}, {lo}, {hi})", program(["op r clampt x l h"], [("x", [x]), ("l", [lo]), ("h", [hi])]))
+              for x, lo, hi in itertools.product([0.0, -0.0, 1.0, -1.0, float("inf"), float("-inf"), float("nan")],
+                                                 repeat=3)]
     cases += [(f"pow({x}, {e})", program([f"op r pows x {e}"], [("x", [x])]))
               for e in (2, 3, 0.5, -0.5, -1, -1.5, -2, 0, 1) for x in values]
     cases += [(f"{op}({x}, {y})", program([f"op r {op} x y"], [("x", [x]), ("y", [y])]))
               for op in BINARY + ["div", "pow"] for x in values for y in values]
-    cases += [(f"{op}([{x}, {y}])", program([f"op r {op} x 0 {'1 ' if op == 'var' else ''}0"], [("x", [x, y])]))
-              for op in REDUCE + ["var"] for x in values for y in values]
+    cases += [(f"{op}([{x}, {y}])", program([f"op r {op} x 0 {'1 ' if op in ('var', 'std') else ''}0"], [("x", [x, y])]))
+              for op in REDUCE + ["var", "std"] for x in values for y in values]
+    cases += [(f"norm{p}([{x}, {y}])", program([f"op r norm x {p} 0 0"], [("x", [x, y])]))
+              for p in ("1", "2", "inf") for x in values for y in values]
+    cases += [(f"{op}{'_rev' if rev else ''}([{x}, {y}])",
+               program([f"op r {op} x 0" + (f" {rev}" if op.startswith("cum") else "")], [("x", [x, y])]))
+              for op in ALONG for rev in (0, 1) if rev == 0 or op.startswith("cum") for x in values for y in values]
+    # Class 1 of logits [x, y], with and without label smoothing.
+    cases += [(f"cross_entropy{'_smoothed' if ls else ''}([{x}, {y}])",
+               program(["const t i64 - 1", f"op r cross_entropy x t mean -100 {ls}"], [("x", [x, y])]))
+              for ls in (0, 0.2) for x in values for y in values]
+    # Indexing ops move values (and sum duplicates): each with edge values among its inputs. x and y
+    # are 2-vectors, s a 0-dim fill value.
+    indexing = [("index_select", ["const i i64 3 1 0 1", "op r index_select x 0 i"], "x"),
+                ("gather", ["const i i64 3 1 1 0", "op r gather x 0 i"], "x"),
+                ("scatter_add", ["const i i64 2 1 1", "op r scatter_add x 0 i y"], "xy"),
+                ("index_add", ["const i i64 2 0 0", "op r index_add x 0 i y -0.5"], "xy"),
+                ("index_put_acc", ["const i i64 2 -1 1", "op r index_put x 1 y i"], "xy"),
+                ("masked_fill", ["const k bool 2 1 0", "op r masked_fill_t x k s"], "xs"),
+                ("masked_select", ["const k bool 2 0 1", "op r masked_select x k"], "x")]
+    for op, body, names in indexing:
+        for x in values:
+            for y in values:
+                ins = {"x": [("x", [x, y])], "xy": [("x", [x, 1.5]), ("y", [y, -0.5])],
+                       "xs": [("x", [1.5, x]), ("s", [y])]}[names]
+                text = program(body, ins).replace("input s f64 1 1", "input s f64 - 1")  # s is 0-dim
+                cases.append((f"{op}({x}, {y})", text))
     differing = 0
     for label, text in cases:
         category, problems, _ = judge(runner, text, 1e-9, 1e-12)
@@ -706,6 +1029,9 @@ def main():
                     "view_as_real, view_as_complex, complex arithmetic)")
     ap.add_argument("--edges", action="store_true", help="inputs at the edges of the ops' domains "
                     "(0, -0, infinities, subnormals) and domain-restricted ops on raw inputs")
+    ap.add_argument("--indexing", action="store_true", help="also the indexing ops (index_select, gather, "
+                    "scatter, scatter_add, index_add, masked_fill, masked_select, index_put and in-place forms) "
+                    "with i64 indices and bool masks (`const` statements)")
     ap.add_argument("--runner", default="build/tools/graph_runner")
     ap.add_argument("--edge-table", action="store_true", help="instead of random graphs: every unary op, pow "
                     "with scalar exponents, the binary ops and the reductions alone at each edge value "
@@ -728,7 +1054,7 @@ def main():
     written_saves = collections.Counter()  # ops whose tensor saved in torch was written later
     statements = 0
     for i in range(args.graphs):
-        text = Generator(rng, args.dtype, args.complex, args.edges).graph(args.size)
+        text = Generator(rng, args.dtype, args.complex, args.edges, args.indexing).graph(args.size)
         for l in text.splitlines():
             p = l.split()
             statements += p[0] in ("op", "inplace")
@@ -743,7 +1069,8 @@ def main():
                 print(f"graph {i} ({path}): {kind}: {what}")
         if "saved tensor written" in category:
             written_saves.update(l.split()[2] for l in th_out if l.startswith("note written-save"))
-    print(f"\n{args.graphs} graphs ({args.dtype}{', complex' if args.complex else ''}{', edges' if args.edges else ''}, "
+    print(f"\n{args.graphs} graphs ({args.dtype}{', complex' if args.complex else ''}{', edges' if args.edges else ''}"
+          f"{', indexing' if args.indexing else ''}, "
           f"seed {args.seed}, "
           f"{statements} statements): " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
     if written_saves:

@@ -4,9 +4,11 @@
 // The program is one statement per line, tokens separated by spaces:
 //   input NAME DTYPE DIMS REQUIRES_GRAD V...   a leaf; DIMS "a,b,c" or "-" for a scalar; values
 //                                              in C99 hex-float or decimal form
+//   const NAME i64|bool DIMS V...              a constant index or mask (integers; not printed)
 //   op NAME OP ARG...                          NAME = OP(ARG...); an ARG is a variable or a number
 //                                              (complex tensors come from `complex RE IM`)
-//   inplace OP TARGET ARG...                   OP_(TARGET, ARG...): add_ mul_ copy_ adds_ muls_
+//   inplace OP TARGET ARG...                   OP_(TARGET, ARG...): add_ mul_ copy_ adds_ muls_,
+//                                              scatter_add_ index_add_ masked_fill_ index_put_
 //   loss NAME                                  the scalar that backward starts from
 //   probe NAME V...                            the direction u_i of input NAME for double backward
 // Output, one line each, values in hex floats (complex as (re, im) pairs):
@@ -25,13 +27,19 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "engine/error.h"
 #include "engine/factory.h"
+#include "ops/indexing.h"
+#include "ops/dropout.h"
+#include "ops/elementwise_more.h"
 #include "ops/ops.h"
+#include "ops/reduce_more.h"
+#include "ops/softmax.h"
 
 namespace {
 
@@ -91,9 +99,16 @@ struct Runner {
         {"gelu", [](const Tensor& x) { return gs::gelu(x); }},
         {"gelu_tanh", [](const Tensor& x) { return gs::gelu(x, GeluApprox::tanh); }},
         {"silu", [](const Tensor& x) { return gs::silu(x); }}, {"square", [](const Tensor& x) { return gs::square(x); }},
+        // tools/diff_autograd.py draws the same mask (DROPOUT_KEY) for its reference.
+        {"dropout", [](const Tensor& x) { return gs::dropout(x, 0.5, RandomKey{1234, 5}); }},
+        {"dropout_p1", [](const Tensor& x) { return gs::dropout(x, 1.0, RandomKey{1234, 5}); }},
         {"clone", [](const Tensor& x) { return gs::clone(x); }},
         {"contiguous", [](const Tensor& x) { return gs::contiguous(x); }},
         {"squeeze_all", [](const Tensor& x) { return gs::squeeze(x); }},
+        {"sin", gs::sin},     {"cos", gs::cos},     {"tan", gs::tan},       {"asin", gs::asin},   {"acos", gs::acos},
+        {"atan", gs::atan},   {"sinh", gs::sinh},   {"cosh", gs::cosh},     {"asinh", gs::asinh}, {"acosh", gs::acosh},
+        {"atanh", gs::atanh}, {"log1p", gs::log1p}, {"expm1", gs::expm1},   {"log2", gs::log2},   {"log10", gs::log10},
+        {"exp2", gs::exp2},   {"floor", gs::floor}, {"ceil", gs::ceil},     {"round", gs::round}, {"trunc", gs::trunc},
     };
     static const std::map<std::string, Tensor (*)(const Tensor&, const Tensor&)> binary = {
         {"add", [](const Tensor& x, const Tensor& y) { return gs::add(x, y); }},
@@ -102,6 +117,7 @@ struct Runner {
         {"div", [](const Tensor& x, const Tensor& y) { return gs::div(x, y); }},
         {"pow", [](const Tensor& x, const Tensor& y) { return gs::pow(x, y); }},
         {"matmul", [](const Tensor& x, const Tensor& y) { return gs::matmul(x, y); }},
+        {"maximum", gs::maximum}, {"minimum", gs::minimum}, {"atan2", gs::atan2},
     };
     using Reduce = Tensor (*)(const Tensor&, std::vector<int64_t>, bool);
     static const std::map<std::string, Reduce> reductions = {
@@ -110,6 +126,7 @@ struct Runner {
         {"max", [](const Tensor& x, std::vector<int64_t> d, bool k) { return gs::max(x, d, k); }},
         {"min", [](const Tensor& x, std::vector<int64_t> d, bool k) { return gs::min(x, d, k); }},
         {"logsumexp", [](const Tensor& x, std::vector<int64_t> d, bool k) { return gs::logsumexp(x, d, k); }},
+        {"prod", [](const Tensor& x, std::vector<int64_t> d, bool k) { return gs::prod(x, d, k); }},
     };
     if (auto it = unary.find(op); it != unary.end()) return it->second(v(0));
     if (auto it = binary.find(op); it != binary.end()) return it->second(v(0), v(1));
@@ -120,10 +137,32 @@ struct Runner {
     if (op == "conj") return gs::conj(v(0));
     if (op == "view_as_real") return gs::view_as_real(v(0));
     if (op == "view_as_complex") return gs::view_as_complex(v(0));
+    // Scalar parameters after the input; "-" is an absent clamp bound (clampt: bounds are variables).
+    auto bound = [&](size_t i) { return a.at(i) == "-" ? std::optional<double>() : number(a.at(i)); };
+    if (op == "softplus") return gs::softplus(v(0), number(a.at(1)), number(a.at(2)));
+    if (op == "elu") return gs::elu(v(0), number(a.at(1)));
+    if (op == "leaky_relu") return gs::leaky_relu(v(0), number(a.at(1)));
+    if (op == "hardtanh") return gs::hardtanh(v(0), number(a.at(1)), number(a.at(2)));
+    if (op == "clamps") return gs::clamp(v(0), bound(1), bound(2));
+    if (op == "clampt") return gs::clamp(v(0), a.at(1) == "-" ? Tensor() : v(1), a.at(2) == "-" ? Tensor() : v(2));
     if (op == "adds") return gs::add(v(0), number(a.at(1)));
     if (op == "muls") return gs::mul(v(0), number(a.at(1)));
     if (op == "pows") return gs::pow(v(0), number(a.at(1)));
     if (op == "var") return gs::var(v(0), int_list(a.at(1)), integer(a.at(2)), a.at(3) == "1");
+    if (op == "std") return gs::std(v(0), int_list(a.at(1)), integer(a.at(2)), a.at(3) == "1");
+    if (op == "norm") return gs::norm(v(0), number(a.at(1)), int_list(a.at(2)), a.at(3) == "1");
+    if (op == "cumsum") return gs::cumsum(v(0), integer(a.at(1)), a.at(2) == "1");
+    if (op == "cumprod") return gs::cumprod(v(0), integer(a.at(1)), a.at(2) == "1");
+    if (op == "softmax") return gs::softmax(v(0), integer(a.at(1)));
+    if (op == "log_softmax") return gs::log_softmax(v(0), integer(a.at(1)));
+    // X TARGET REDUCTION IGNORE_INDEX SMOOTHING [WEIGHT]; TARGET an i64 `const`
+    if (op == "cross_entropy" || op == "nll_loss") {
+      const std::string& r = a.at(2);
+      const auto reduction = r == "none" ? LossReduction::none : r == "sum" ? LossReduction::sum : LossReduction::mean;
+      const Tensor weight = a.size() > 5 ? v(5) : Tensor();
+      if (op == "nll_loss") return gs::nll_loss(v(0), v(1), weight, reduction, integer(a.at(3)));
+      return gs::cross_entropy(v(0), v(1), weight, reduction, integer(a.at(3)), number(a.at(4)));
+    }
     if (op == "transpose") return gs::transpose(v(0), integer(a.at(1)), integer(a.at(2)));
     if (op == "permute") return gs::permute(v(0), int_list(a.at(1)));
     if (op == "select") return gs::select(v(0), integer(a.at(1)), integer(a.at(2)));
@@ -140,7 +179,22 @@ struct Runner {
       for (size_t i = 1; i < a.size(); ++i) ts.push_back(v(i));
       return op == "cat" ? gs::cat(ts, integer(a.at(0))) : gs::stack(ts, integer(a.at(0)));
     }
+    if (op == "index_select") return gs::index_select(v(0), integer(a.at(1)), v(2));
+    if (op == "gather") return gs::gather(v(0), integer(a.at(1)), v(2));
+    if (op == "scatter") return gs::scatter(v(0), integer(a.at(1)), v(2), v(3));
+    if (op == "scatter_value") return gs::scatter(v(0), integer(a.at(1)), v(2), number(a.at(3)));
+    if (op == "scatter_add") return gs::scatter_add(v(0), integer(a.at(1)), v(2), v(3));
+    if (op == "index_add") return gs::index_add(v(0), integer(a.at(1)), v(2), v(3), number(a.at(4)));
+    if (op == "masked_fill") return gs::masked_fill(v(0), v(1), number(a.at(2)));
+    if (op == "masked_fill_t") return gs::masked_fill(v(0), v(1), v(2));
+    if (op == "masked_select") return gs::masked_select(v(0), v(1));
+    if (op == "index_put") return gs::index_put(v(0), vars_from(a, 3), v(2), a.at(1) == "1");
     throw std::runtime_error("unknown op '" + op + "'");
+  }
+  std::vector<Tensor> vars_from(const Args& a, size_t first) const {
+    std::vector<Tensor> ts;
+    for (size_t i = first; i < a.size(); ++i) ts.push_back(var(a[i]));
+    return ts;
   }
   void apply_inplace(const std::string& op, const Args& a) const {
     Tensor target = var(a.at(0));  // a handle: the write lands in the variable's tensor
@@ -149,6 +203,10 @@ struct Runner {
     else if (op == "copy_") gs::copy_(target, var(a.at(1)));
     else if (op == "adds_") gs::add_(target, number(a.at(1)));
     else if (op == "muls_") gs::mul_(target, number(a.at(1)));
+    else if (op == "scatter_add_") gs::scatter_add_(target, integer(a.at(1)), var(a.at(2)), var(a.at(3)));
+    else if (op == "index_add_") gs::index_add_(target, integer(a.at(1)), var(a.at(2)), var(a.at(3)), number(a.at(4)));
+    else if (op == "masked_fill_") gs::masked_fill_(target, var(a.at(1)), number(a.at(2)));
+    else if (op == "index_put_") gs::index_put_(target, vars_from(a, 3), var(a.at(2)), a.at(1) == "1");
     else throw std::runtime_error("unknown in-place op '" + op + "'");
   }
 };
@@ -199,6 +257,14 @@ void run_forward(std::ifstream& in, Program& p) {
       }
       p.vars[a.at(0)] = t;
       p.order.push_back(a.at(0));
+    } else if (kind == "const") {
+      std::vector<int64_t> v;
+      for (size_t i = 3; i < a.size(); ++i) v.push_back(integer(a[i]));
+      const gs::Shape sizes = int_list(a.at(2));
+      Tensor t = gs::reshape(gs::from_vector(v, {static_cast<int64_t>(v.size())}), sizes);
+      if (a.at(1) == "bool") t = gs::ne(t, gs::zeros({}, gs::DType::i64));
+      else if (a.at(1) != "i64") throw std::runtime_error("expected const dtype i64 or bool, got '" + a.at(1) + "'");
+      p.vars[a.at(0)] = gs::contiguous(t);
     } else if (kind == "op") {
       Tensor t = r.apply(a.at(1), Args(a.begin() + 2, a.end()));
       if (a.at(1) == "reshape" || a.at(1) == "flatten" || a.at(1) == "contiguous")

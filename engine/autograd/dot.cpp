@@ -30,8 +30,7 @@ std::string graph_to_dot(const std::vector<Tensor>& roots) {
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     // The name gets its own line above the output number, so the metadata is printed unnamed.
-    std::string meta = fmt::format("{} {} on {}", dtype_name(r.dtype()), shape_str(r.sizes()), r.device().str());
-    std::string label = fmt::format("output {}\\n{}", i, escape(meta));
+    std::string label = fmt::format("output {}\\n{}", i, escape(r.meta_str(false)));
     if (!r.name().empty()) label = escape(r.name()) + "\\n" + label;
     out += fmt::format("  r{} [label=\"{}\", shape=ellipse];\n", i, label);
     if (r.grad_fn()) out += fmt::format("  r{} -> n{};\n", i, id_of(r.grad_fn().get()));
