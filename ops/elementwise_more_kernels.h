@@ -1,4 +1,5 @@
-// The forward kernels of ops/elementwise_more.h (internal to ops/): out = f(a) or f(a, b), f the
+// The forward kernels of the elementwise ops of ops/elementwise_more.h and of the unary ops of
+// ops/elementwise.h (internal to ops/): out = f(a) or f(a, b), f the
 // functor of a code of ops/elementwise_math.h, on the operands' device (CUDA launchers or the CPU
 // loops of ops/kernels.h). Checks first: defined, dtype (bf16 refused with the cast to use), and
 // for two operands one dtype, one device and broadcastable shapes. Nothing is recorded.

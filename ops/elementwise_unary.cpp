@@ -9,6 +9,7 @@
 #include "ops/complex_ops.h"
 #include "ops/elementwise.h"
 #include "ops/elementwise_launch.h"
+#include "ops/elementwise_more_kernels.h"
 #include "ops/kernels.h"
 #include "ops/registry.h"
 
@@ -19,23 +20,7 @@ enum class Domain { real, real_or_complex };
 
 // out = f(a) elementwise, f the functor of `code` (ops/elementwise_math.h), on a's device.
 Tensor unary(const Tensor& a, const char* op, Domain domain, math::UnaryCode code, double param = 0) {
-  kernels::check_defined(a, op);
-  if (is_storage_only(a.dtype())) fail_storage_only(op, a.dtype());
-  GS_CHECK(is_floating(a.dtype()) || (domain == Domain::real_or_complex && is_complex(a.dtype())),
-           "{}: expected {} tensor, got {}", op,
-           domain == Domain::real ? "an f32 or f64" : "an f32, f64, c64 or c128", a.meta_str());
-  Tensor out = empty(a.sizes(), a.dtype(), a.device());
-  if (kernels::on_cuda(a)) {
-    kernels::cuda_unary(code, param, out, a, op);
-    return out;
-  }
-  kernels::check_cpu(a, op);
-  math::with_unary(code, param, [&](auto f) {
-    dispatch_float_complex(a.dtype(), op, [&]<typename T>() {
-      if constexpr (std::is_invocable_v<decltype(f), T>) kernels::unary_loop<T, T>(out, a, f);
-    });
-  });
-  return out;
+  return kernels::unary_map(a, op, code, param, domain == Domain::real_or_complex);
 }
 
 }  // namespace

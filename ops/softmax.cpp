@@ -3,6 +3,7 @@
 // output, so double backward works.
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/record.h"
+#include "engine/factory.h"
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
 #include "ops/reduce.h"
@@ -16,9 +17,7 @@ int64_t checked_dim(const Tensor& t, int64_t dim, const char* op) {
   kernels::check_defined(t, op);
   if (is_storage_only(t.dtype())) fail_storage_only(op, t.dtype());
   GS_CHECK(is_floating(t.dtype()), "{}: expected an f32 or f64 tensor, got {}", op, t.meta_str());
-  const int64_t d = wrap_dim(dim, t.dim(), op);
-  GS_CHECK(t.numel() > 0, "{}: the input {} has no elements", op, shape_str(t.sizes()));
-  return d;
+  return wrap_dim(dim, t.dim(), op);
 }
 
 }  // namespace
@@ -28,11 +27,16 @@ Tensor softmax(const Tensor& t, int64_t dim) {
   Tensor out;
   {
     NoGradGuard forward_only;
-    const Tensor e = exp(sub(t, max(t, d, true)));
-    out = div(e, sum(e, d, true));
+    if (t.numel() == 0) {  // an empty result, as torch (max over no elements would be an error)
+      out = zeros_like(t);
+    } else {
+      const Tensor e = exp(sub(t, max(t, d, true)));
+      out = div(e, sum(e, d, true));
+    }
   }
   if (should_record({t})) {
     record_op("softmax", {t}, {&out}, {}, {0}, [d](BackwardContext& ctx, const std::vector<Tensor>& g) {
+      if (g[0].numel() == 0) return std::vector<Tensor>{zeros_like(g[0])};
       const Tensor& y = ctx.saved(0);
       return std::vector<Tensor>{mul(y, sub(g[0], sum(mul(g[0], y), d, true)))};
     });
@@ -45,11 +49,16 @@ Tensor log_softmax(const Tensor& t, int64_t dim) {
   Tensor out;
   {
     NoGradGuard forward_only;
-    const Tensor shifted = sub(t, max(t, d, true));
-    out = sub(shifted, log(sum(exp(shifted), d, true)));
+    if (t.numel() == 0) {  // an empty result, as torch
+      out = zeros_like(t);
+    } else {
+      const Tensor shifted = sub(t, max(t, d, true));
+      out = sub(shifted, log(sum(exp(shifted), d, true)));
+    }
   }
   if (should_record({t})) {
     record_op("log_softmax", {t}, {&out}, {}, {0}, [d](BackwardContext& ctx, const std::vector<Tensor>& g) {
+      if (g[0].numel() == 0) return std::vector<Tensor>{zeros_like(g[0])};
       return std::vector<Tensor>{sub(g[0], mul(exp(ctx.saved(0)), sum(g[0], d, true)))};
     });
   }

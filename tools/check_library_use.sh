@@ -74,7 +74,8 @@ stage_and_check_install() {
   staged_prefix="$stage$prefix"
   mkdir -p "$scratch/pc"
   for f in "$(dirname "$pc")"/gradsphere*.pc; do
-    sed "s|^prefix=.*|prefix=$staged_prefix|" "$f" > "$scratch/pc/$(basename "$f")"
+    # awk, not sed: the prefix is data (a TMPDIR with '|' or '&' must not change the substitution).
+    awk -v p="$staged_prefix" '/^prefix=/ { print "prefix=" p; next } { print }' "$f" > "$scratch/pc/$(basename "$f")"
   done
   export PKG_CONFIG_PATH="$scratch/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 
@@ -89,26 +90,36 @@ stage_and_check_install() {
 
   # A user's compile needs fmt only: no private dependency's flags in the cflags.
   local cflags
-  cflags="$(pkg-config --cflags gradsphere)"
+  cflags="$(pkg-config --cflags gradsphere)" || { fail "pkg-config --cflags gradsphere"; return 1; }
   if grep -qiE 'eigen|mpich|mpi/|netcdf|fftw|cuda' <<< "$cflags"; then fail "gradsphere.pc cflags leak a private dependency: $cflags"; fi
 
   # The installed library finds what it needs without help, and needs CUDA only in a CUDA build.
   local lib libdir needed
-  libdir="$(pkg-config --variable=libdir gradsphere)"
+  libdir="$(pkg-config --variable=libdir gradsphere)" || { fail "pkg-config --variable=libdir gradsphere"; return 1; }
   lib="$libdir/libgradsphere.so"
   [[ -f "$lib" ]] || { fail "no $lib"; return 1; }
-  if env -u LD_LIBRARY_PATH ldd "$lib" | grep -q 'not found'; then
-    fail "the installed library misses dependencies: $(env -u LD_LIBRARY_PATH ldd "$lib" | grep 'not found' | tr -s ' \t' ' ')"
+  # Outputs are captured before they are searched: `cmd | grep -q` under pipefail can fail on
+  # SIGPIPE when grep stops reading early.
+  local deps dynamic runpath
+  deps="$(env -u LD_LIBRARY_PATH ldd "$lib")" || { fail "ldd $lib"; return 1; }
+  if grep -q 'not found' <<< "$deps"; then
+    fail "the installed library misses dependencies: $(grep 'not found' <<< "$deps" | tr -s ' \t' ' ')"
   fi
-  needed="$(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
+  dynamic="$(readelf -d "$lib")" || { fail "readelf -d $lib"; return 1; }
+  needed="$(sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' <<< "$dynamic" | tr '\n' ' ')"
+  runpath="$(sed -n 's/.*(R[UN]*PATH).*\[\(.*\)\]/\1/p' <<< "$dynamic")"
   if grep -q '^#define GS_HAVE_CUDA 1' "$inc/gradsphere_config.h"; then
-    log "installed: a CUDA build; needs $needed; RUNPATH: $(readelf -d "$lib" | sed -n 's/.*(R[UN]*PATH).*\[\(.*\)\]/\1/p')"
+    log "installed: a CUDA build; needs $needed; RUNPATH: $runpath"
   elif grep -qE 'libcu(da|dart|blas|fft)' <<< "$needed"; then
     fail "a build without CUDA needs CUDA libraries: $needed"
   else
     log "installed: a CPU-only build; needs $needed (no CUDA library)"
   fi
-  if readelf -d "$lib" | grep -E 'RUNPATH|RPATH' | grep -q "$repo_root"; then fail "the installed library's RUNPATH points into the build tree"; fi
+  local build_abs
+  build_abs="$(cd "$from" && pwd)"
+  if [[ -n "$runpath" ]] && { grep -qF "$repo_root" <<< "$runpath" || grep -qF "$build_abs" <<< "$runpath"; }; then
+    fail "the installed library's RUNPATH points into the source or build tree: $runpath"
+  fi
 }
 
 # Runs program $1 (with LD_LIBRARY_PATH $2, may be empty) and checks its output.
@@ -124,7 +135,7 @@ check_install() {
   log "install: staging meson install -C $build_dir"
   stage_and_check_install "$build_dir" "$scratch/stage" || return
   local libdir
-  libdir="$(pkg-config --variable=libdir gradsphere)"
+  libdir="$(pkg-config --variable=libdir gradsphere)" || { fail "pkg-config --variable=libdir gradsphere"; return; }
   # Exactly the README's command line (the library is not on the loader's path: LD_LIBRARY_PATH).
   log "install: c++ hvp.cpp \$(pkg-config --cflags --libs gradsphere) -o hvp"
   # shellcheck disable=SC2046
@@ -134,7 +145,7 @@ check_install() {
     # shellcheck disable=SC2046
     c++ "$scratch/hvp.cpp" $(pkg-config --cflags --libs gradsphere-tcmalloc) -o "$scratch/hvp_tcmalloc" \
       || { fail "compiling hvp.cpp with pkg-config gradsphere-tcmalloc"; return; }
-    readelf -d "$scratch/hvp_tcmalloc" | grep -q 'NEEDED.*libtcmalloc' || fail "gradsphere-tcmalloc did not link tcmalloc"
+    grep -q 'NEEDED.*libtcmalloc' <<< "$(readelf -d "$scratch/hvp_tcmalloc")" || fail "gradsphere-tcmalloc did not link tcmalloc"
     run_hvp "$scratch/hvp_tcmalloc" "$libdir"
   else
     log "install: no gradsphere-tcmalloc.pc (a build without tcmalloc)"
@@ -213,7 +224,7 @@ check_subproject() {
   fi
   log "subproject: built in $(( SECONDS - build_start ))s"
   run_hvp "$parent/build-full/hvp" ""
-  if readelf -d "$parent/build-full/hvp" | grep -q 'NEEDED.*libtcmalloc'; then
+  if grep -q 'NEEDED.*libtcmalloc' <<< "$(readelf -d "$parent/build-full/hvp")"; then
     log "subproject: hvp links tcmalloc"
   else
     log "subproject: hvp does not link tcmalloc (not found, or -Dgradsphere:allocator=system)"

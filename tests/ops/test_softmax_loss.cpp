@@ -145,3 +145,17 @@ TEST_CASE("nll_loss / cross_entropy: the sign of a zero loss as torch (+0 unbatc
   const Tensor batch = gs::from_vector(Values{0.5, 0.0}, {1, 2});
   CHECK(std::signbit(gs::nll_loss(batch, targets({1}, {1}), {}, LossReduction::none).to_vector<double>()[0]));
 }
+
+TEST_CASE("softmax / log_softmax: an empty input gives an empty result and an empty gradient (as torch)") {
+  Tensor a = gs::zeros({0, 3}, DType::f64);
+  a.set_requires_grad(true);
+  Tensor s = gs::softmax(a, 1);
+  CHECK(s.sizes() == gs::Shape{0, 3});
+  Tensor b = gs::zeros({2, 0}, DType::f64);
+  b.set_requires_grad(true);
+  Tensor l = gs::log_softmax(b, 1);
+  CHECK(l.sizes() == gs::Shape{2, 0});
+  const auto g = gs::grad({gs::sum(s), gs::sum(l)}, {a, b});
+  CHECK(g[0].sizes() == gs::Shape{0, 3});
+  CHECK(g[1].sizes() == gs::Shape{2, 0});
+}
