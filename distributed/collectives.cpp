@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "distributed/replica_check.h"
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/record.h"
 #include "engine/error.h"
@@ -45,7 +46,7 @@ Tensor fresh(const Tensor& x) { return contiguous_copy(x.detach(), true); }
 // ---- kernels (no autograd)
 
 Tensor gather_kernel(const Tensor& x, int64_t dim, int64_t global, Communicator& comm) {
-  NoGradGuard ng;
+  forward_ad::PrimalOnlyGuard ng;
   const int n = comm.size();
   const Block mine = split_block(global, n, comm.rank());
   GS_CHECK(x.size(dim) == mine.count,
@@ -68,7 +69,7 @@ Tensor gather_kernel(const Tensor& x, int64_t dim, int64_t global, Communicator&
 }
 
 Tensor scatter_kernel(const Tensor& x, int64_t dim, Communicator& comm) {
-  NoGradGuard ng;
+  forward_ad::PrimalOnlyGuard ng;
   const Block b = split_block(x.size(dim), comm.size(), comm.rank());
   return fresh(narrow(x.detach(), dim, b.start, b.count));
 }
@@ -77,7 +78,7 @@ Tensor scatter_kernel(const Tensor& x, int64_t dim, Communicator& comm) {
 // Packs each destination's block of `to` straight into one send buffer and unpacks each source's
 // block of `from` straight into the result: two copies around one all-to-all.
 Tensor transpose_kernel(const Tensor& x, int64_t from, int64_t to, int64_t from_global, Communicator& comm) {
-  NoGradGuard ng;
+  forward_ad::PrimalOnlyGuard ng;
   const int n = comm.size(), me = comm.rank();
   const Block mine = split_block(from_global, n, me);
   GS_CHECK(x.size(from) == mine.count,

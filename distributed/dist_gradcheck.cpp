@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/autograd/engine.h"
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/error.h"
 #include "engine/factory.h"
@@ -310,6 +311,140 @@ GradcheckReport dist_adjoint_check(const ProcessGrid& grid, const DistSample& s,
     rep.ok = false;
     rep.failure = fmt::format("[{}] adjoint identity fails: <A x, y> = {:.17g} but <x, A^T y> = {:.17g} (relative to the terms' magnitude {:.3g})",
                               s.label, lhs, rhs, rep.max_rel_error);
+  }
+  return rep;
+}
+
+}  // namespace gs::dist
+
+namespace gs::dist {
+namespace {
+
+// x + scale * t on a contiguous fresh copy (same requires_grad as x).
+Tensor shifted(const Tensor& x, const Tensor& t, double scale) {
+  Tensor out = contiguous_copy(x.detach(), true);
+  const Tensor tc = contiguous_copy(t, true);
+  if (is_complex(out.dtype())) {
+    c128* o = out.data<c128>();
+    const c128* d = tc.data<c128>();
+    for (int64_t e = 0; e < out.numel(); ++e) o[e] += scale * d[e];
+  } else {
+    double* o = out.data<double>();
+    const double* d = tc.data<double>();
+    for (int64_t e = 0; e < out.numel(); ++e) o[e] += scale * d[e];
+  }
+  if (x.requires_grad()) out.set_requires_grad(true);
+  return out;
+}
+
+std::vector<double> real_values(const Tensor& t) {
+  std::vector<double> v;
+  append_real(v, contiguous_copy(t, true));
+  return v;
+}
+
+}  // namespace
+
+GradcheckReport dist_jvpcheck(const ProcessGrid& grid, const DistSample& s, const GradcheckOptions& opt) {
+  check_sample(s, "dist_jvpcheck");
+  GradModeGuard on(true);
+  Communicator& world = *grid.comm(Group::world);
+  // A global tangent: replicated inputs get the same tangent on every copy.
+  std::vector<Tensor> t(s.inputs.size());
+  for (size_t i = 0; i < s.inputs.size(); ++i) {
+    const Tensor& x = s.inputs[i];
+    if (!x.defined() || !x.requires_grad()) continue;
+    GS_CHECK(x.dtype() == DType::f64 || x.dtype() == DType::c128,
+             "dist_jvpcheck [{}]: an input is {}; finite differences need f64 or c128", s.label, x.meta_str());
+    t[i] = dist_sample_leaf(grid, x.sizes(), {opt.key.seed + 5, opt.key.stream + 13 * i}, s.input_placement[i],
+                            x.dtype()).detach();
+  }
+  auto tangents = [&](bool with_reverse) {
+    forward_ad::DualLevel level;
+    auto xs = fresh(s.inputs);
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (t[i].defined()) xs[i] = forward_ad::make_dual(with_reverse ? xs[i] : xs[i].detach(), t[i]);
+    auto outs = checked_outputs(s, s.fn(xs), "dist_jvpcheck");
+    std::vector<Tensor> r(outs.size());
+    for (size_t o = 0; o < outs.size(); ++o) {
+      if (!outs[o].defined() || !is_differentiable(outs[o].dtype())) continue;
+      Tensor tg = forward_ad::tangent_of(outs[o]);
+      r[o] = tg.defined() ? contiguous_copy(tg, true) : zeros_like(outs[o].detach());
+    }
+    return r;
+  };
+  const auto jt = tangents(true), jt_plain = tangents(false);
+  auto evaluate = [&](double scale) {
+    auto xs = fresh(s.inputs);
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (t[i].defined()) xs[i] = shifted(xs[i], t[i], scale);
+    return checked_outputs(s, s.fn(xs), "dist_jvpcheck");
+  };
+  const auto plus = evaluate(opt.eps), minus = evaluate(-opt.eps);
+
+  // This rank's worst element: excess over the tolerance (> 1 fails) and what it was.
+  double excess = 0, where_o = -1, where_e = -1, got = 0, want = 0, kind = 0;
+  for (size_t o = 0; o < jt.size(); ++o) {
+    if (!jt[o].defined() || !represented(grid, s.output_placement[o])) continue;
+    const auto a = real_values(jt[o]), b = real_values(jt_plain[o]);
+    const auto p = real_values(plus[o]), m = real_values(minus[o]);
+    for (size_t e = 0; e < a.size(); ++e) {
+      const double num = (p[e] - m[e]) / (2 * opt.eps);
+      const double x1 = std::abs(a[e] - num) / (opt.atol + opt.rtol * std::abs(num));
+      const double x2 = std::abs(a[e] - b[e]) / (1e-12 * (1.0 + std::abs(a[e])));
+      if (x1 > excess) excess = x1, where_o = double(o), where_e = double(e), got = a[e], want = num, kind = 0;
+      if (x2 > excess) excess = x2, where_o = double(o), where_e = double(e), got = a[e], want = b[e], kind = 1;
+    }
+  }
+  const auto all = gather_all(world, {excess, where_o, where_e, got, want, kind});
+  GradcheckReport rep;
+  size_t worst = 0;
+  for (size_t r = 0; r < all.size() / 6; ++r)
+    if (all[r * 6] > all[worst * 6]) worst = r;
+  if (all[worst * 6] > 1.0) {
+    const double* w = &all[worst * 6];
+    rep.ok = false;
+    rep.failure = fmt::format("[{}] rank {} output {} element {}: forward mode {:.10g}, {} {:.10g}", s.label, worst,
+                              static_cast<int64_t>(w[1]), static_cast<int64_t>(w[2]), w[3],
+                              w[5] == 0 ? "central differences" : "without reverse mode", w[4]);
+    return rep;
+  }
+
+  // Transpose identity: <J t, u> = <t, J^T u>, represented entries summed over ranks.
+  auto xs = fresh(s.inputs);
+  std::vector<Tensor> diff, diff_t;
+  std::vector<Placement> diff_pl;
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (t[i].defined()) diff.push_back(xs[i]), diff_t.push_back(t[i]), diff_pl.push_back(s.input_placement[i]);
+  auto outs = checked_outputs(s, s.fn(xs), "dist_jvpcheck");
+  std::vector<Tensor> roots, us, jts;
+  double lhs = 0, rhs = 0, magnitude = 0;
+  for (size_t o = 0; o < outs.size(); ++o) {
+    if (!jt[o].defined() || !outs[o].requires_grad()) continue;
+    Tensor u = dist_sample_leaf(grid, outs[o].sizes(), {opt.key.seed + 9, opt.key.stream + 31 * o},
+                                s.output_placement[o], outs[o].dtype()).detach();
+    roots.push_back(outs[o]), us.push_back(u);
+    if (!represented(grid, s.output_placement[o])) continue;
+    const auto a = real_values(u), b = real_values(jt[o]);
+    for (size_t e = 0; e < a.size(); ++e) lhs += a[e] * b[e], magnitude += std::abs(a[e] * b[e]);
+  }
+  if (!roots.empty()) {
+    auto g = grad(roots, diff, us, {.allow_unused = true});
+    for (size_t i = 0; i < diff.size(); ++i) {
+      if (!g[i].defined() || !represented(grid, diff_pl[i])) continue;
+      const auto a = real_values(diff_t[i]), b = real_values(g[i]);
+      for (size_t e = 0; e < a.size(); ++e) rhs += a[e] * b[e], magnitude += std::abs(a[e] * b[e]);
+    }
+  }
+  Tensor sums = from_vector(std::vector<double>{lhs, rhs, magnitude});
+  world.all_reduce(sums, ReduceOp::sum);
+  const auto v = sums.to_vector<double>();
+  rep.max_abs_error = std::abs(v[0] - v[1]);
+  rep.max_rel_error = rep.max_abs_error / std::max(v[2], 1e-300);
+  if (rep.max_rel_error > 1e-10) {
+    rep.ok = false;
+    rep.failure = fmt::format("[{}] transpose identity fails: <J t, u> = {:.17g} but <t, J^T u> = {:.17g}", s.label,
+                              v[0], v[1]);
   }
   return rep;
 }

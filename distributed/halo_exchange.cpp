@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "distributed/collectives.h"
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/record.h"
 #include "engine/error.h"
@@ -159,7 +160,7 @@ std::vector<std::pair<int64_t, Tensor>> swap_points(const ProcessGrid& grid,
 }
 
 Tensor halo_forward_kernel(const Tensor& x, const ProcessGrid& grid, const HaloPlan& plan) {
-  NoGradGuard ng;
+  forward_ad::PrimalOnlyGuard ng;
   // The point lists are applied on the host: a device tensor goes there and back (halo columns are
   // a thin slice of the tile, and the exchange itself would be staged by a host communicator).
   if (!x.device().is_cpu())
@@ -191,7 +192,7 @@ Tensor halo_forward_kernel(const Tensor& x, const ProcessGrid& grid, const HaloP
 }
 
 Tensor halo_adjoint_kernel(const Tensor& g, const ProcessGrid& grid, const HaloPlan& plan) {
-  NoGradGuard ng;
+  forward_ad::PrimalOnlyGuard ng;
   if (!g.device().is_cpu())  // on the host, as the forward
     return to_device_copy(halo_adjoint_kernel(to_device_copy(g.detach(), Device::cpu()), grid, plan), g.device());
   Tensor src = contiguous_copy(g.detach());

@@ -6,6 +6,7 @@
 
 #include "distributed/replica_check.h"
 #include "engine/autograd/engine.h"
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/grad_clip.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/record.h"
@@ -125,7 +126,7 @@ struct GradientReducer::State : std::enable_shared_from_this<State> {
   }
 
   void launch(size_t bi, bool in_backward) {
-    NoGradGuard ng;
+    forward_ad::PrimalOnlyGuard ng;
     Bucket& b = buckets[bi];
     const int64_t n = static_cast<int64_t>(b.params.size());
     const Device device = params[b.params[0]].tensor.device();
@@ -161,7 +162,7 @@ struct GradientReducer::State : std::enable_shared_from_this<State> {
     // Parameters that got no gradient this pass still take part (zeros), in bucket order.
     for (auto& b : buckets) b.ready = static_cast<int>(b.params.size());
     launch_ready_in_order(false);
-    NoGradGuard ng;
+    forward_ad::PrimalOnlyGuard ng;
     const int64_t D = grid.data_size();
     for (auto& b : buckets) {
       b.work->wait();
@@ -254,7 +255,7 @@ const ReducerStats& GradientReducer::stats() const { return state_->stats; }
 
 namespace {
 double sq_sum(const Tensor& g) {
-  NoGradGuard ng;
+  forward_ad::PrimalOnlyGuard ng;
   if (!g.device().is_cpu()) {  // on the device: one reduction read back, not the gradient itself
     const Tensor c = contiguous_copy(g.detach());
     const Tensor r = cast_copy(is_complex(c.dtype()) ? view_as_real(c) : c, DType::f64);
@@ -296,7 +297,7 @@ double clip_global_grad_norm(const ProcessGrid& grid, const std::vector<ReducedP
   if (!std::isfinite(norm)) return norm;
   const double scale = grad_clip_factor(norm, max_norm);
   if (scale < 1) {
-    NoGradGuard ng;
+    forward_ad::PrimalOnlyGuard ng;
     for (const auto& p : params) {
       Tensor g = p.tensor.grad();
       if (!g.defined()) continue;
@@ -312,7 +313,7 @@ Tensor spatial_root_only(const Tensor& g, const ProcessGrid& grid) {
   GS_CHECK(g.defined(), "spatial_root_only: the tensor is undefined");
   Tensor out;
   {
-    NoGradGuard ng;
+    forward_ad::PrimalOnlyGuard ng;
     out = grid.group_rank(Group::spatial) == 0 ? contiguous_copy(g.detach(), true) : zeros_like(g);
   }
   if (should_record({g}))

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/error.h"
 #include "engine/factory.h"
@@ -20,7 +21,7 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603u
 
 void check_replicated(const Tensor& t, Communicator& comm, const std::string& what) {
   if (comm.size() == 1) return;
-  NoGradGuard no_grad;
+  forward_ad::PrimalOnlyGuard no_grad;
   // Compared on the host: the hash and the differences are computed there.
   Tensor c = t.device().is_cpu() ? contiguous_copy(t.detach()) : to_device_copy(t.detach(), Device::cpu());
   uint64_t h = fnv1a(c.raw_data(), c.numel() * dtype_size(c.dtype()));

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "distributed/collectives.h"
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/error.h"
 #include "engine/factory.h"
@@ -36,7 +37,7 @@ int64_t whole_size(const Tensor& t, int64_t dim, const ProcessGrid& grid, Group 
 }  // namespace
 
 Tensor gather_shards(const Tensor& shard, const Distribution& d, const ProcessGrid& grid) {
-  NoGradGuard ng;
+  forward_ad::PrimalOnlyGuard ng;
   Tensor t = shard.detach();
   if (d.h_dim >= 0 && grid.h_size() > 1) t = gather_along(t, d.h_dim, whole_size(t, d.h_dim, grid, Group::h), grid.comm(Group::h));
   if (d.w_dim >= 0 && grid.w_size() > 1) t = gather_along(t, d.w_dim, whole_size(t, d.w_dim, grid, Group::w), grid.comm(Group::w));

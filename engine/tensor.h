@@ -116,6 +116,10 @@ struct AutogradMeta {
   // in-place write through a view or under no_grad), the recorded history no longer matches it.
   uint64_t history_version = 0;
   std::string name;
+  // Forward-mode AD (autograd/forward_ad.h): the tangent at dual level `fw_level` (0: none). A
+  // stale level means no tangent, so closing a level needs no sweep over tensors.
+  Tensor fw_grad;
+  uint64_t fw_level = 0;
 };
 
 class TensorImpl {

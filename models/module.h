@@ -131,6 +131,9 @@ struct ForwardContext {
   RandomKey noise_key{};
   Tensor labels;             // (B, n_labels), optional
   int64_t first_sample = 0;  // the global index of x's first sample
+  // Run each block under gs::checkpoint (engine/autograd/checkpoint.h): its activations are replayed
+  // in backward instead of kept (training.activation_checkpointing: blocks).
+  bool checkpoint_blocks = false;
 };
 
 // A network the stepper can drive: (B, Cin, H, W) -> (B, Cout, H, W).

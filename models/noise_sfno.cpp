@@ -7,6 +7,7 @@
 #include "distributed/shards.h"
 #include "distributed/sphere_blocks.h"
 #include "distributed/sphere_transforms.h"
+#include "engine/autograd/checkpoint.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/error.h"
 #include "engine/factory.h"
@@ -202,12 +203,19 @@ class ConditionalSFNO : public Module {
       pos_embed_ = register_parameter("pos_embed", ctx.make_shard("pos_embed", {1, C, H, W}, kAceInit, tile), tile);
   }
 
-  Tensor forward(const Tensor& x, const ConditioningInputs& c) const {
+  Tensor forward(const Tensor& x, const ConditioningInputs& c, bool checkpoint_blocks) const {
     Tensor residual;
     if (o_.big_skip) residual = o_.filter_residual ? dist::isht(dist::sht(x, data_, grid_), data_, grid_) : x;
     Tensor y = encoder_->forward(x);  // (B, C, H, W)
     if (pos_embed_.defined()) y = add(y, use_param(pos_embed_));
-    for (const auto& blk : blocks_) y = blk->forward(y, c);
+    for (const auto& blk : blocks_) {
+      if (!checkpoint_blocks) {
+        y = blk->forward(y, c);
+        continue;
+      }
+      y = checkpoint([blk, c](const std::vector<Tensor>& in) { return std::vector<Tensor>{blk->forward(in[0], c)}; },
+                     {y})[0];
+    }
     if (o_.big_skip) y = cat({y, residual}, 1);
     y = decoder_->forward(y);  // (B, out_chans, H, W)
     if (o_.filter_output) y = dist::isht(dist::sht(y, data_, grid_), data_, grid_);
@@ -312,10 +320,11 @@ Tensor NoiseConditionedSFNO::forward(const Tensor& x, const ForwardContext& ctx)
   Tensor noise = make_noise(x.size(0), ctx.noise_key, ctx.first_sample);
   // The noise is drawn on the CPU (counter-based, so every device and decomposition draws the same).
   if (noise.defined() && noise.device() != x.device()) noise = gs::to(noise, x.device());
-  return forward_with_noise(x, noise, ctx.labels);
+  return forward_with_noise(x, noise, ctx.labels, ctx.checkpoint_blocks);
 }
 
-Tensor NoiseConditionedSFNO::forward_with_noise(const Tensor& x, const Tensor& noise, const Tensor& labels) {
+Tensor NoiseConditionedSFNO::forward_with_noise(const Tensor& x, const Tensor& noise, const Tensor& labels,
+                                                bool checkpoint_blocks) {
   const int64_t H = pgrid_.local_lat(opt_.img_shape[0]).count, W = pgrid_.local_lon(opt_.img_shape[1]).count;
   GS_CHECK(x.defined() && x.dim() == 4 && x.size(0) >= 1 && x.size(1) == opt_.in_chans && x.size(2) == H &&
                x.size(3) == W && x.dtype() == opt_.dtype,
@@ -344,7 +353,7 @@ Tensor NoiseConditionedSFNO::forward_with_noise(const Tensor& x, const Tensor& n
     }
     c.embedding_pos = pos;
   }
-  return model_->forward(x, c);
+  return model_->forward(x, c, checkpoint_blocks);
 }
 
 }  // namespace gs::models

@@ -117,7 +117,9 @@ class NoiseConditionedSFNO : public Model {
   // ctx.labels (B, n_labels) when n_labels > 0.
   Tensor forward(const Tensor& x, const ForwardContext& ctx = {}) override;
   // The same with a given noise field (B, noise_embed_dim, H, W) (undefined when noise_embed_dim is 0).
-  Tensor forward_with_noise(const Tensor& x, const Tensor& noise, const Tensor& labels = {});
+  // checkpoint_blocks: each block under gs::checkpoint (ForwardContext::checkpoint_blocks).
+  Tensor forward_with_noise(const Tensor& x, const Tensor& noise, const Tensor& labels = {},
+                            bool checkpoint_blocks = false);
   // The noise forward() draws for `batch` fields under `key`: (batch, noise_embed_dim, H, W), no
   // history (this rank's tile on a split sphere), for global samples first_sample onwards.
   Tensor make_noise(int64_t batch, RandomKey key, int64_t first_sample = 0) const;

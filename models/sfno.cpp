@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/autograd/checkpoint.h"
 #include "engine/error.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
@@ -293,7 +294,14 @@ Tensor SFNO::forward(const Tensor& x, const ForwardContext& ctx) {
     const RandomWindow win = pass.window(y, opt_.img_size[0], opt_.img_size[1]);
     y = dropout(y, opt_.drop_rate, pass.key("pos_drop"), pass.training, &win);
   }
-  for (const auto& blk : blocks_) y = blk->forward(y, pass);  // (B, C, h, w) inside, (B, C, H, W) after the last
+  for (const auto& blk : blocks_) {  // (B, C, h, w) inside, (B, C, H, W) after the last
+    if (!ctx.checkpoint_blocks) {
+      y = blk->forward(y, pass);
+      continue;
+    }
+    y = checkpoint([blk, pass](const std::vector<Tensor>& in) { return std::vector<Tensor>{blk->forward(in[0], pass)}; },
+                   {y})[0];
+  }
   if (opt_.big_skip) y = cat({y, x}, 1);
   y = decoder_->forward(y);  // (B, out_chans, H, W)
   if (opt_.residual_prediction) y = add(y, residual_projection_ ? residual_projection_->forward(x) : x);

@@ -1,6 +1,7 @@
 #include "models/stepper.h"
 
 #include "distributed/sphere_blocks.h"
+#include "engine/autograd/checkpoint.h"
 
 #include <cmath>
 #include <limits>
@@ -198,7 +199,18 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
         ForwardContext ctx;
         ctx.noise_key = stepper_noise_key(o_.seed, global_step_, k, first_member + m);
         ctx.first_sample = first_sample;
-        preds.push_back(run_model(model_input(states[m], forcing_data, l), ctx, l, "Stepper"));  // (b, P + D, H, W)
+        const auto& ac = o_.activation_checkpointing;
+        ctx.checkpoint_blocks = ac.mode == ActivationCheckpointing::Mode::blocks;
+        const Tensor x = model_input(states[m], forcing_data, l);
+        if (ac.mode == ActivationCheckpointing::Mode::rollout_steps_after && k >= ac.after) {
+          // ACE's after_n_forward_steps: the whole step replayed in backward (after this loop has
+          // ended: the replay owns copies of what it reads).
+          preds.push_back(checkpoint([this, ctx, l](const std::vector<Tensor>& in) {
+            return std::vector<Tensor>{run_model(in[0], ctx, l, "Stepper")};
+          }, {x})[0]);
+        } else {
+          preds.push_back(run_model(x, ctx, l, "Stepper"));  // (b, P + D, H, W)
+        }
       }
       StepMask mask;
       if (masked) mask = {masks[static_cast<size_t>(k)], global_batch / static_cast<double>(input.size(0))};

@@ -37,6 +37,14 @@
 
 namespace gs::models {
 
+// training.activation_checkpointing (engine/autograd/checkpoint.h): none; every block of the
+// network replayed in backward; or, as ACE's after_n_forward_steps, whole rollout steps k >= after.
+struct ActivationCheckpointing {
+  enum class Mode { none, blocks, rollout_steps_after };
+  Mode mode = Mode::none;
+  int64_t after = 0;
+};
+
 struct StepperOptions {
   std::vector<double> step_weights = {};  // one per rollout step; empty: every step weight 1
   bool optimize_last_step_only = false;
@@ -63,6 +71,7 @@ struct StepperOptions {
   // A non-finite loss or gradient norm never reaches the parameters. true: throw gs::Error naming
   // the step; false: return a TrainResult with applied == false and the reason.
   bool throw_on_nonfinite = true;
+  ActivationCheckpointing activation_checkpointing{};
 };
 
 struct TrainResult {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/autograd/custom_function.h"
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/error.h"
 #include "engine/factory.h"
@@ -60,7 +61,7 @@ void gelu_rows(const T* x, const T* bias, const T* grad, T* out, double* row_sum
 // On CUDA: one elementwise pass with the bias broadcast as (1, C, 1, ...) (a 0-dim zero without
 // one), and the bias gradient as a sum over every dim but 1 (f64 accumulation, as the CPU's).
 std::pair<Tensor, Tensor> run_gelu_cuda(const Tensor& x, const Tensor& bias, const Tensor& grad) {
-  NoGradGuard ng;
+  forward_ad::PrimalOnlyGuard ng;
   Shape bshape(static_cast<size_t>(x.dim()), 1);
   if (bias.defined()) bshape[1] = x.size(1);
   const Tensor b = bias.defined() ? reshape(bias, bshape) : zeros({}, x.dtype(), x.device());

@@ -205,11 +205,11 @@ Tensor& mul_(Tensor& self, const Tensor& other) {
   const bool record = should_record({self, other});
   // d(self * other)/d other = old self: keep a differentiable clone of it (its history is self's
   // history before this write) so that double backward sees how it depends on the inputs.
-  Tensor old_self = record && other.requires_grad() ? clone(self) : Tensor();
+  Tensor old_self = record && needs_gradient(other) ? clone(self) : Tensor();
   // An aliased operand is read, recorded and saved as its value before the write (x.mul_(x) reuses
   // the clone of old self).
   const Tensor src = other.is_same(self) && old_self.defined() ? old_self : value_before_write(self, other);
-  const Tensor saved_other = record && self.requires_grad() ? src : Tensor();
+  const Tensor saved_other = record && needs_gradient(self) ? src : Tensor();
   if (kernels::on_cuda(self)) {
     cuda_inplace(math::BinaryCode::mul, self, src, "mul_");
   } else {

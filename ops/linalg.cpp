@@ -160,7 +160,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op) {
   Tensor out = matmul_kernel(a, b, batch);
   if (should_record({a, b})) {
     // grad_a needs b and grad_b needs a: keep only what will be used.
-    Tensor keep_a = b.requires_grad() ? a : Tensor(), keep_b = a.requires_grad() ? b : Tensor();
+    Tensor keep_a = needs_gradient(b) ? a : Tensor(), keep_b = needs_gradient(a) ? b : Tensor();
     record_op(op, {a, b}, {&out}, {keep_a, keep_b}, {}, [](BackwardContext& ctx, const std::vector<Tensor>& g) {
       Tensor ga = ctx.needs_input_grad(0) ? matmul(g[0], conj_transpose(ctx.saved(1))) : Tensor();
       Tensor gb = ctx.needs_input_grad(1) ? matmul(conj_transpose(ctx.saved(0)), g[0]) : Tensor();

@@ -2,6 +2,7 @@
 // mask by the engine's broadcast reduction) and masked_select (a read at the mask's true
 // positions, ops/index_map.h).
 #include "engine/autograd/grad_mode.h"
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/record.h"
 #include "engine/factory.h"
 #include "ops/compare.h"
@@ -58,7 +59,7 @@ Tensor& masked_fill_(Tensor& x, const Tensor& mask, const Tensor& value) {
   check_inplace(x, "masked_fill_", {value});
   const Tensor v = x.storage().get() == value.storage().get() ? clone(value) : value;
   {
-    NoGradGuard values_only;
+    forward_ad::PrimalOnlyGuard values_only;
     copy_values(x, where(mask, v.detach(), x.detach()));
   }
   finish_inplace(x, "masked_fill_", {v}, [mask](BackwardContext& ctx, const V& g) {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/record.h"
 #include "ops/compare.h"
 #include "ops/elementwise.h"
@@ -51,7 +52,7 @@ Tensor std(const Tensor& t, std::vector<int64_t> dims, int64_t correction, bool 
   const Tensor v = var(t, dims, correction, keepdim);
   Tensor out;
   {
-    NoGradGuard forward_only;
+    forward_ad::PrimalOnlyGuard forward_only;
     out = sqrt(v);
   }
   if (should_record({v})) {
@@ -73,7 +74,7 @@ Tensor norm(const Tensor& t, double p, std::vector<int64_t> dims, bool keepdim) 
            shape_str(t.sizes()));
   Tensor out;
   {
-    NoGradGuard forward_only;
+    forward_ad::PrimalOnlyGuard forward_only;
     out = inf ? max(abs(t), dims, keepdim) : sqrt(sum(mul(t, t), dims, keepdim));  // torch's: no rescaling
   }
   if (should_record({t})) {

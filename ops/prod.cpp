@@ -2,6 +2,7 @@
 // per output; the product is the line's cumprod's last element (ops/scan.cpp: f32 multiplied in
 // f64, and a CUDA kernel). The rule is torch's prod_backward, in differentiable ops.
 #include "engine/autograd/grad_mode.h"
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/record.h"
 #include "engine/factory.h"
 #include "ops/compare.h"
@@ -70,7 +71,7 @@ Tensor prod(const Tensor& t, std::vector<int64_t> dims, bool keepdim) {
   const Lines l = lines_of(t, plan);
   Tensor out;
   {
-    NoGradGuard forward_only;
+    forward_ad::PrimalOnlyGuard forward_only;
     out = l.length == 0 ? full(plan.out_sizes, 1.0, t.dtype(), t.device())  // the empty product
                         : kernels::own_result(reshape(narrow(cumprod(to_lines(t, l), -1), -1, l.length - 1, 1),
                                                       plan.out_sizes));

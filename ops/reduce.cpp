@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/record.h"
 #include "ops/compare.h"
 #include "ops/elementwise.h"
@@ -136,7 +137,7 @@ Tensor var(const Tensor& t, std::vector<int64_t> dims, int64_t correction, bool 
            plan.reduced_count, shape_str(t.sizes()), dims_str(dims), correction, dof);
   Tensor out;
   {
-    NoGradGuard forward_only;
+    forward_ad::PrimalOnlyGuard forward_only;
     Tensor centered = centered_in_slices(t, dims, plan.reduced);                       // (in)
     out = div(sum(mul(centered, centered), dims, keepdim), static_cast<double>(dof));  // (out)
   }
@@ -161,7 +162,7 @@ Tensor logsumexp(const Tensor& t, std::vector<int64_t> dims, bool keepdim) {
   auto plan = plan_nonempty(t, dims, keepdim, "logsumexp");
   Tensor out;
   {
-    NoGradGuard forward_only;
+    forward_ad::PrimalOnlyGuard forward_only;
     Tensor shift = max(t, dims, true);  // (keepdim)
     // A slice that is all -inf (or holds +inf) has no finite max; shift it by 0 so x - m stays
     // free of inf - inf = NaN and the result is -inf (or +inf), as it should be.

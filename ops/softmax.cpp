@@ -2,6 +2,7 @@
 // device they do) without recording, then torch's rules, in differentiable ops of the saved
 // output, so double backward works.
 #include "engine/autograd/grad_mode.h"
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/record.h"
 #include "engine/factory.h"
 #include "ops/elementwise.h"
@@ -26,7 +27,7 @@ Tensor softmax(const Tensor& t, int64_t dim) {
   const std::vector<int64_t> d{checked_dim(t, dim, "softmax")};
   Tensor out;
   {
-    NoGradGuard forward_only;
+    forward_ad::PrimalOnlyGuard forward_only;
     if (t.numel() == 0) {  // an empty result, as torch (max over no elements would be an error)
       out = zeros_like(t);
     } else {
@@ -48,7 +49,7 @@ Tensor log_softmax(const Tensor& t, int64_t dim) {
   const std::vector<int64_t> d{checked_dim(t, dim, "log_softmax")};
   Tensor out;
   {
-    NoGradGuard forward_only;
+    forward_ad::PrimalOnlyGuard forward_only;
     if (t.numel() == 0) {  // an empty result, as torch
       out = zeros_like(t);
     } else {

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "engine/autograd/grad_arith.h"
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/record.h"
 #include "engine/factory.h"
@@ -133,7 +134,7 @@ Tensor view_complement(const Tensor& gb, const ViewRelation& r) {
            shape_str(r.base_sizes), gb.meta_str());
   Tensor out;
   {
-    NoGradGuard ng;
+    forward_ad::PrimalOnlyGuard ng;
     // gb less its view part: the view's values routed out and back in are exactly that part.
     Tensor inside = move_values(move_values(gb, r, false), r, true);
     out = sub(gb.detach(), inside);

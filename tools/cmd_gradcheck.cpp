@@ -1,5 +1,7 @@
 // `gradsphere gradcheck [--op NAME]`: walks the op registry and checks every op's backward
-// against finite differences in f64 (first order) and its double backward (second order).
+// against finite differences in f64 (first order) and its double backward (second order), and its
+// forward mode (jvpcheck: central differences and the transpose identity), naming the kind of JVP
+// rule that produced the tangents (view, written, diagonal, derived: engine/autograd/forward_ad.h).
 // `mpiexec -n N gradsphere gradcheck --distributed [--grid [E]xDxHxW]` walks the distributed registry
 // instead, on every grid of N ranks (or the one given): first and second order of the global
 // function and the adjoint identity, every rank in lock-step; rank 0 prints.
@@ -10,6 +12,7 @@
 
 #include "distributed/dist_gradcheck.h"
 #include "distributed/world.h"
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/gradcheck.h"
 #include "engine/cuda_runtime.h"
 #include "ops/registry.h"
@@ -30,9 +33,23 @@ struct GradcheckArgs {
 struct OpResult {
   double abs_err = 0, rel_err = 0;
   double vs_cpu = 0;  // on a device: the largest difference from the CPU f64 run (f64 and f32)
-  bool first_ok = true, second_ok = true, vs_cpu_ok = true;
+  bool first_ok = true, second_ok = true, vs_cpu_ok = true, jvp_ok = true;
+  std::string jvp_kinds;  // the kinds of JVP rule used, e.g. "view" or "written+derived"
   std::string failure;
 };
+
+// "written+derived": the kinds that produced tangents between two counts.
+std::string kinds_between(const forward_ad::RuleCounts& a, const forward_ad::RuleCounts& b) {
+  std::string s;
+  auto add = [&](uint64_t n, const char* name) {
+    if (n > 0) s += (s.empty() ? "" : "+") + std::string(name);
+  };
+  add(b.view - a.view, "view");
+  add(b.written - a.written, "written");
+  add(b.diagonal - a.diagonal, "diagonal");
+  add(b.derived - a.derived, "derived");
+  return s.empty() ? "none" : s;
+}
 
 OpResult check_op(const OpInfo& op, uint64_t seed, Device device) {
   OpResult r;
@@ -51,6 +68,11 @@ OpResult check_op(const OpInfo& op, uint64_t seed, Device device) {
         r.failure = fmt::format("[{}] second order: {}", sample.label, second.failure);
       r.second_ok &= second.ok;
     }
+    const auto before = forward_ad::rule_counts();
+    auto fwd = jvpcheck(fn, sample.inputs, op.tolerances);
+    if (r.jvp_kinds.empty()) r.jvp_kinds = kinds_between(before, forward_ad::rule_counts());
+    if (!fwd.ok && r.jvp_ok && r.failure.empty()) r.failure = fmt::format("[{}] forward mode: {}", sample.label, fwd.failure);
+    r.jvp_ok &= fwd.ok;
     if (device.is_cpu()) continue;
     for (bool single : {false, true}) {
       auto c = compare_with_cpu(op, sample, {device.type, single});
@@ -79,8 +101,8 @@ int run_gradcheck(const GradcheckArgs& args) {
     for (const auto& op : OpRegistry::all()) ops.push_back(&op);
   }
   const bool on_dev = !device.is_cpu();
-  fmt::print("{:<24} {:>12} {:>12} {:>12} {:>13}{}\n", "op", "max abs err", "max rel err", "first order", "second order",
-             on_dev ? fmt::format(" {:>12}", "vs cpu") : "");
+  fmt::print("{:<24} {:>12} {:>12} {:>12} {:>13} {:>22}{}\n", "op", "max abs err", "max rel err", "first order",
+             "second order", "forward mode (rule)", on_dev ? fmt::format(" {:>12}", "vs cpu") : "");
   int failures = 0, missing = 0;
   for (const OpInfo* op : ops) {
     if (on_dev && !op->cuda_missing.empty()) {
@@ -92,13 +114,14 @@ int run_gradcheck(const GradcheckArgs& args) {
     try {
       r = check_op(*op, args.seed, device);
     } catch (const Error& e) {
-      r.first_ok = r.second_ok = false;
+      r.first_ok = r.second_ok = r.jvp_ok = false;
       r.failure = fmt::format("threw: {}", e.what());
     }
-    bool ok = r.first_ok && r.second_ok && r.vs_cpu_ok;
+    bool ok = r.first_ok && r.second_ok && r.vs_cpu_ok && r.jvp_ok;
     failures += !ok;
-    fmt::print("{:<24} {:>12.2e} {:>12.2e} {:>12} {:>13}{}\n", op->name, r.abs_err, r.rel_err,
+    fmt::print("{:<24} {:>12.2e} {:>12.2e} {:>12} {:>13} {:>22}{}\n", op->name, r.abs_err, r.rel_err,
                r.first_ok ? "ok" : "FAIL", !op->second_order ? "n/a" : r.second_ok ? "ok" : "FAIL",
+               r.jvp_ok ? "ok (" + r.jvp_kinds + ")" : "FAIL",
                on_dev ? fmt::format(" {:>12}", r.vs_cpu_ok ? fmt::format("{:.1e}", r.vs_cpu) : "FAIL") : "");
     if (!ok) fmt::print("    {}\n", r.failure);
   }
@@ -112,7 +135,7 @@ int run_gradcheck(const GradcheckArgs& args) {
 
 struct DistResult {
   double abs_err = 0, rel_err = 0, adjoint = 0;
-  bool first_ok = true, second_ok = true, adjoint_ok = true;
+  bool first_ok = true, second_ok = true, adjoint_ok = true, jvp_ok = true;
   int samples = 0;
   std::string failure;
 };
@@ -129,6 +152,7 @@ DistResult check_dist_op(const dist::DistOpInfo& op, const dist::ProcessGrid& gr
     ++r.samples;
     r.first_ok &= note(dist::dist_gradcheck(grid, sample), "first order");
     if (op.second_order) r.second_ok &= note(dist::dist_gradgradcheck(grid, sample), "second order");
+    r.jvp_ok &= note(dist::dist_jvpcheck(grid, sample), "forward mode");
     if (sample.linear) {
       auto adj = dist::dist_adjoint_check(grid, sample, {seed, 99});
       r.adjoint = std::max(r.adjoint, adj.max_rel_error);
@@ -151,18 +175,18 @@ int run_dist_gradcheck(const GradcheckArgs& args) {
   for (const auto& spec : grids) {
     auto grid = dist::ProcessGrid::create(world, spec);
     if (root)
-      fmt::print("grid {} ({} ranks)\n{:<24} {:>8} {:>12} {:>12} {:>12} {:>13} {:>12}\n", spec.str(), spec.size(), "op",
-                 "samples", "max abs err", "max rel err", "first order", "second order", "adjoint");
+      fmt::print("grid {} ({} ranks)\n{:<24} {:>8} {:>12} {:>12} {:>12} {:>13} {:>12} {:>13}\n", spec.str(), spec.size(),
+                 "op", "samples", "max abs err", "max rel err", "first order", "second order", "adjoint", "forward mode");
     for (const auto& op : dist::DistRegistry::all()) {
       if (!args.op.empty() && op.name != args.op) continue;
       DistResult r = check_dist_op(op, grid, args.seed);
-      const bool ok = r.first_ok && r.second_ok && r.adjoint_ok;
+      const bool ok = r.first_ok && r.second_ok && r.adjoint_ok && r.jvp_ok;
       failures += !ok;
       ++checked;
       if (root) {
-        fmt::print("{:<24} {:>8} {:>12.2e} {:>12.2e} {:>12} {:>13} {:>12}\n", op.name, r.samples, r.abs_err, r.rel_err,
-                   r.first_ok ? "ok" : "FAIL", !op.second_order ? "n/a" : r.second_ok ? "ok" : "FAIL",
-                   r.adjoint_ok ? fmt::format("{:.1e}", r.adjoint) : "FAIL");
+        fmt::print("{:<24} {:>8} {:>12.2e} {:>12.2e} {:>12} {:>13} {:>12} {:>13}\n", op.name, r.samples, r.abs_err,
+                   r.rel_err, r.first_ok ? "ok" : "FAIL", !op.second_order ? "n/a" : r.second_ok ? "ok" : "FAIL",
+                   r.adjoint_ok ? fmt::format("{:.1e}", r.adjoint) : "FAIL", r.jvp_ok ? "ok" : "FAIL");
         if (!ok) fmt::print("    {}\n", r.failure);
       }
     }
@@ -178,7 +202,8 @@ int run_dist_gradcheck(const GradcheckArgs& args) {
 void add_gradcheck_command(CLI::App& app, CommandRegistry& commands) {
   auto args = std::make_shared<GradcheckArgs>();
   CLI::App* sub = app.add_subcommand(
-      "gradcheck", "Check every registered op's backward (first and second order) against finite differences");
+      "gradcheck", "Check every registered op's backward (first and second order) and forward mode against finite "
+                   "differences");
   sub->add_option("--op", args->op, "Check only this op");
   sub->add_option("--seed", args->seed, "Seed for the sample inputs");
   sub->add_option("--device", args->device,

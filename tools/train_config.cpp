@@ -1,5 +1,7 @@
 #include "tools/train_config.h"
 
+#include <optional>
+
 #include "distributed/process_grid.h"
 
 #include "engine/error.h"
@@ -248,6 +250,30 @@ void read_schedule(const ConfigNode& n, ScheduleConfig& s) {
   }
 }
 
+// `activation_checkpointing: none | blocks`, or `activation_checkpointing: {rollout_steps_after: N}`.
+void read_activation_checkpointing(const ConfigNode& n, models::ActivationCheckpointing& a) {
+  using Mode = models::ActivationCheckpointing::Mode;
+  const char* key = "activation_checkpointing";
+  if (!n.has(key)) return;
+  std::optional<ConfigNode> section;
+  try {
+    section = n.section(key);
+  } catch (const Error&) {  // a plain value: read below, with its own error
+  }
+  if (section) {
+    a.mode = Mode::rollout_steps_after;
+    a.after = section->get_int("rollout_steps_after", {.min = 0});
+    return;
+  }
+  std::string mode;
+  try {
+    mode = n.get_choice(key, {"none", "blocks"});
+  } catch (const Error& e) {
+    fail("{} (or the mapping `{}: {{rollout_steps_after: N}}` to replay rollout steps k >= N)", e.what(), key);
+  }
+  a.mode = mode == "blocks" ? Mode::blocks : Mode::none;
+}
+
 void read_training(const ConfigNode& n, TrainingConfig& t) {
   t.steps = n.get_int_or("steps", t.steps, {.min = 1});
   t.batch_size = n.get_int_or("batch_size", t.batch_size, {.min = 1});
@@ -264,6 +290,7 @@ void read_training(const ConfigNode& n, TrainingConfig& t) {
   s.clip_grad_norm = n.get_real_or("clip_grad_norm", s.clip_grad_norm, {.min = 0});
   s.residual_prediction = n.get_bool_or("residual_prediction", s.residual_prediction);
   s.ensemble_members = n.get_int_or("ensemble_members", s.ensemble_members, {.min = 1, .max = 64});
+  read_activation_checkpointing(n, s.activation_checkpointing);
   t.log_every = n.get_int_or("log_every", t.log_every, {.min = 1});
   t.checkpoint_every = n.get_int_or("checkpoint_every", t.checkpoint_every, {.min = 1});
   // A non-finite loss stops the run from the training loop, which keeps the last good checkpoint.

@@ -1,5 +1,6 @@
 #include "engine/autograd/custom_function.h"
 
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/record.h"
 
 namespace gs {
@@ -17,13 +18,14 @@ struct CustomFunctionImpl {
                                    const std::vector<Tensor>& inputs) {
     auto ctx = std::make_shared<FunctionCtx>();
     bool record = should_record(inputs);
-    for (const auto& in : inputs) ctx->needs_input_grad_.push_back(record && in.defined() && in.requires_grad());
+    for (const auto& in : inputs) ctx->needs_input_grad_.push_back(record && needs_gradient(in));
     std::vector<uint64_t> versions_before;
     for (const auto& in : inputs) versions_before.push_back(in.defined() ? in.version() : 0);
 
     std::vector<Tensor> outputs;
     {
       NoGradGuard no_grad;
+      forward_ad::PauseGuard primals_only;  // as torch: forward sees no tangents; backward defines the JVP
       outputs = fwd(*ctx, inputs);
     }
     // Dirty inputs: must be returned, must not be leaves that require grad, and must count as written.
@@ -70,7 +72,10 @@ struct CustomFunctionImpl {
       dirty_old_fns.push_back(d.grad_fn());
       if (!d.is_leaf() && d.requires_grad()) d.impl()->meta().history_version = d.version();
     }
-    connect_node(node, inputs, out_ptrs, {}, {});
+    {
+      forward_ad::PauseGuard later;  // the derived JVP needs the saved tensors, attached below
+      connect_node(node, inputs, out_ptrs, {}, {});
+    }
     // retain_grad() follows the dirty tensor to its new history, as for built-in in-place ops; a
     // dirty view's base is rebased through copy_slices, as PyTorch's CopySlices.
     for (size_t k = 0; k < ctx->dirty_.size(); ++k) {
@@ -95,6 +100,7 @@ struct CustomFunctionImpl {
           o.impl()->autograd->grad_fn.reset();
           o.impl()->autograd->requires_grad = false;
         }
+    if (forward_ad::active()) forward_ad::propagate_tangents(node, inputs, out_ptrs, false);
     // The ctx lives in the node: holding outputs there would be a reference cycle.
     ctx->to_save_.clear();
     ctx->dirty_.clear();

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/autograd/engine.h"
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/factory.h"
 
@@ -261,6 +262,105 @@ GradcheckReport gradgradcheck(const DifferentiableFn& f, const std::vector<Tenso
     return gs_;
   };
   return gradcheck(g, all, opt);
+}
+
+
+namespace {
+
+// Deterministic values in [-1, 1) (splitmix64), for jvpcheck's tangent.
+double unit_value(uint64_t seed, uint64_t i) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) / 4503599627370496.0 - 1.0;
+}
+
+// The tangents of f's differentiable outputs (zeros where an output has none), realified.
+std::vector<double> forward_tangents(const DifferentiableFn& f, const std::vector<Tensor>& inputs,
+                                     const std::vector<Tensor>& tangents, bool with_reverse) {
+  forward_ad::DualLevel level;
+  auto xs = fresh_leaves(inputs);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!tangents[i].defined()) continue;
+    Tensor primal = with_reverse ? xs[i] : xs[i].detach();
+    xs[i] = forward_ad::make_dual(primal, tangents[i]);
+  }
+  std::vector<double> flat;
+  for (const auto& o : differentiable_outputs(f(xs))) {
+    Tensor t = forward_ad::tangent_of(o);
+    auto v = t.defined() ? realify(contiguous_copy(t, true)) : std::vector<double>(o.numel() * real_width(o.dtype()), 0.0);
+    flat.insert(flat.end(), v.begin(), v.end());
+  }
+  return flat;
+}
+
+}  // namespace
+
+GradcheckReport jvpcheck(const DifferentiableFn& f, const std::vector<Tensor>& inputs, const GradcheckOptions& opt) {
+  GradcheckReport rep;
+  GradModeGuard on(true);
+  // The tangent: one value per real component of the inputs that require grad.
+  std::vector<Tensor> tangents(inputs.size());
+  std::vector<double> t_flat;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined() || !inputs[i].requires_grad()) continue;
+    GS_CHECK(inputs[i].dtype() == DType::f64 || inputs[i].dtype() == DType::c128,
+             "jvpcheck: input {} is {}; finite differences need f64 or c128 inputs", i, inputs[i].meta_str());
+    const int64_t n = inputs[i].numel();
+    if (is_complex(inputs[i].dtype())) {
+      std::vector<c128> v(n);
+      for (int64_t k = 0; k < n; ++k) {
+        v[k] = c128(unit_value(opt.key.seed, t_flat.size()), unit_value(opt.key.seed, t_flat.size() + 1));
+        t_flat.push_back(v[k].real()), t_flat.push_back(v[k].imag());
+      }
+      tangents[i] = from_vector(v, inputs[i].sizes());
+    } else {
+      std::vector<double> v(n);
+      for (int64_t k = 0; k < n; ++k) t_flat.push_back(v[k] = unit_value(opt.key.seed, t_flat.size()));
+      tangents[i] = from_vector(v, inputs[i].sizes());
+    }
+  }
+  GS_CHECK(!t_flat.empty(), "jvpcheck: no input requires grad, so there is nothing to check");
+  const size_t n_out = flat_outputs(f(fresh_leaves(inputs))).size();
+  const auto before = forward_ad::rule_counts();
+  const std::vector<double> jt = forward_tangents(f, inputs, tangents, true);
+  const auto after = forward_ad::rule_counts();
+  rep.detail = fmt::format("view {}, written {}, diagonal {}, derived {}", after.view - before.view,
+                           after.written - before.written, after.diagonal - before.diagonal,
+                           after.derived - before.derived);
+  GS_CHECK(jt.size() == n_out, "jvpcheck: {} tangent values for {} output values", jt.size(), n_out);
+  const std::vector<double> jt_plain = forward_tangents(f, inputs, tangents, false);
+  const Matrix num = numerical_jacobian(f, inputs, opt.eps, n_out);
+  const Matrix ana = analytical_jacobian(f, inputs, n_out);
+  for (size_t k = 0; k < n_out && rep.ok; ++k) {
+    double by_num = 0, by_ana = 0, scale = 0;
+    for (size_t r = 0; r < t_flat.size(); ++r) {
+      by_num += t_flat[r] * num[r][k];
+      by_ana += t_flat[r] * ana[r][k];
+      scale += std::abs(t_flat[r] * ana[r][k]);
+    }
+    const double err = std::abs(jt[k] - by_num);
+    rep.max_abs_error = std::max(rep.max_abs_error, err);
+    if (std::abs(by_num) >= 1e-6) rep.max_rel_error = std::max(rep.max_rel_error, err / std::abs(by_num));
+    if (!(err <= opt.atol + opt.rtol * std::abs(by_num))) {
+      rep.ok = false;
+      rep.failure = fmt::format("JVP mismatch at output value {}: forward mode {:.10g}, central differences {:.10g} "
+                                "(|diff| {:.3g} > atol {} + rtol {} * |numerical|)",
+                                k, jt[k], by_num, err, opt.atol, opt.rtol);
+    } else if (!(std::abs(jt[k] - by_ana) <= 1e-9 * (1.0 + scale))) {
+      rep.ok = false;
+      rep.failure = fmt::format("JVP and VJP disagree at output value {}: forward mode {:.17g}, the reverse-mode "
+                                "Jacobian times the tangent {:.17g} (transpose identity)",
+                                k, jt[k], by_ana);
+    } else if (!(std::abs(jt[k] - jt_plain[k]) <= 1e-12 * (1.0 + std::abs(jt[k])))) {
+      rep.ok = false;
+      rep.failure = fmt::format("the tangent depends on whether the inputs require grad, at output value {}: {:.17g} "
+                                "with, {:.17g} without",
+                                k, jt[k], jt_plain[k]);
+    }
+  }
+  return rep;
 }
 
 }  // namespace gs

@@ -27,6 +27,7 @@ struct GradcheckReport {
   double max_abs_error = 0.0;
   double max_rel_error = 0.0;  // over Jacobian entries with |numerical| >= 1e-6
   std::string failure;         // first failure, empty when ok
+  std::string detail;          // jvpcheck: which kinds of JVP rule produced the tangents
 };
 
 using DifferentiableFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
@@ -47,5 +48,12 @@ GradcheckReport gradcheck(const DifferentiableFn& f, const std::vector<Tensor>& 
                           const GradcheckOptions& options = {});
 GradcheckReport gradgradcheck(const DifferentiableFn& f, const std::vector<Tensor>& inputs,
                               const GradcheckOptions& options = {});
+// Forward mode (forward_ad.h): the tangent of every output for a random tangent t of the inputs
+// that require grad is checked against central differences (J_numerical t, within atol/rtol), against
+// the reverse-mode Jacobian (J_backward t, within 1e-9 relative: the transpose identity
+// <J t, u> = <t, J^T u> for every u), and against a run where no input requires grad (same
+// values: an op must propagate tangents whether or not reverse mode records it).
+GradcheckReport jvpcheck(const DifferentiableFn& f, const std::vector<Tensor>& inputs,
+                         const GradcheckOptions& options = {});
 
 }  // namespace gs

@@ -6,6 +6,7 @@
 #include "engine/autograd/anomaly.h"
 #include "engine/autograd/grad_arith.h"
 #include "engine/autograd/grad_mode.h"
+#include "engine/autograd/saved_hooks.h"
 #include "engine/factory.h"
 
 namespace gs {
@@ -41,12 +42,62 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output, std::string role)
   saved_version_ = t.version();
   requires_grad_ = t.requires_grad();
   output_nr_ = t.output_nr();
+  if (const SavedTensorHookPair* hooks = current_saved_tensor_hooks()) {
+    // The hook sees an alias without history (no reference cycle through what it keeps).
+    packed_ = hooks->pack(t.detach());
+    unpack_hook_ = hooks->unpack;
+    watched_storage_ = t.storage();
+    packed_meta_ = {t.sizes(), t.dtype(), t.device()};
+    if (requires_grad_ && !is_output) history_ = gradient_edge(t);
+    return;
+  }
   if (is_output) {
     // Keep the data, drop the grad_fn: the node owns this saved tensor and the grad_fn is the node.
     data_ = Tensor(std::make_shared<TensorImpl>(t.storage(), t.sizes(), t.strides(), t.offset(), t.dtype()));
   } else {
     data_ = t;
   }
+}
+
+void SavedTensor::check_version(uint64_t now, const std::shared_ptr<Node>& owner) const {
+  if (now == saved_version_) return;
+  fail("one of the tensors needed for gradient computation has been modified by an in-place operation: "
+       "{} of {} ({}, {}) was saved at version {} and is now at version {}. Something wrote to it (or to a "
+       "view sharing its storage) between forward and backward. {}",
+       role_, owner->describe(), dtype_name(data_.defined() ? data_.dtype() : packed_meta_.dtype),
+       shape_str(data_.defined() ? data_.sizes() : packed_meta_.sizes), saved_version_, now,
+       AnomalyMode::enabled()
+           ? "Look for in-place writes (add_, copy_, optimizer steps, buffer broadcasts) after that node ran."
+           : "Enable anomaly mode (gs::AnomalyModeGuard) to record where each node was created, and look for "
+             "in-place writes (add_, copy_, optimizer steps, buffer broadcasts) after it ran.");
+}
+
+Tensor SavedTensor::unpack_hooked(const std::shared_ptr<Node>& owner) const {
+  // A storage that is gone can no longer be written: only a live one is checked.
+  if (auto storage = watched_storage_.lock()) check_version(storage->version(), owner);
+  Tensor u;
+  try {
+    u = unpack_hook_(packed_);
+  } catch (const std::bad_any_cast&) {
+    fail("saved-tensor hooks: the unpack hook could not take what the pack hook returned for {} of {} (a "
+         "std::any holding another type than the unpack hook casts to); pack and unpack must agree",
+         role_, owner->describe());
+  }
+  GS_CHECK(u.defined() && u.sizes() == packed_meta_.sizes && u.dtype() == packed_meta_.dtype &&
+               u.device() == packed_meta_.device,
+           "saved-tensor hooks: the unpack hook returned {} for {} of {}, expected the packed tensor's shape, dtype "
+           "and device: {} {} on {}",
+           u.defined() ? u.meta_str() : "an undefined tensor", role_, owner->describe(), dtype_name(packed_meta_.dtype),
+           shape_str(packed_meta_.sizes), packed_meta_.device.str());
+  if (!requires_grad_) return u.detach();
+  // The saved tensor's history: the owner for an output, the input's grad_fn or leaf accumulator.
+  auto impl = std::make_shared<TensorImpl>(u.storage(), u.sizes(), u.strides(), u.offset(), u.dtype());
+  auto& m = impl->meta();
+  m.requires_grad = true;
+  m.grad_fn = is_output_ ? owner : history_.fn;
+  m.output_nr = is_output_ ? output_nr_ : history_.output_nr;
+  m.history_version = u.version();
+  return Tensor(impl);
 }
 
 Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
@@ -56,22 +107,17 @@ Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
            "{} of {} was released when backward first ran through it. Pass retain_graph=true to the first "
            "backward() or grad() call if you need to run backward through the same graph again.",
            role_, owner->describe());
-  if (data_.version() != saved_version_) {
-    fail("one of the tensors needed for gradient computation has been modified by an in-place operation: "
-         "{} of {} ({}, {}) was saved at version {} and is now at version {}. Something wrote to it (or to a "
-         "view sharing its storage) between forward and backward. {}",
-         role_, owner->describe(), dtype_name(data_.dtype()), shape_str(data_.sizes()), saved_version_,
-         data_.version(),
-         AnomalyMode::enabled()
-             ? "Look for in-place writes (add_, copy_, optimizer steps, buffer broadcasts) after that node ran."
-             : "Enable anomaly mode (gs::AnomalyModeGuard) to record where each node was created, and look for "
-               "in-place writes (add_, copy_, optimizer steps, buffer broadcasts) after it ran.");
-  }
+  if (unpack_hook_) return unpack_hooked(owner);
+  check_version(data_.version(), owner);
   if (!is_output_ || !requires_grad_) return data_;
   // Re-attach the owner as grad_fn so gradients of gradients flow through this output.
   auto impl = std::make_shared<TensorImpl>(data_.storage(), data_.sizes(), data_.strides(), data_.offset(),
                                            data_.dtype());
   auto& m = impl->meta();
+  if (data_.impl()->autograd) {  // the output's tangent (forward_ad.cpp gave it to the saved handle)
+    m.fw_grad = data_.impl()->autograd->fw_grad;
+    m.fw_level = data_.impl()->autograd->fw_level;
+  }
   m.requires_grad = true;
   m.grad_fn = owner;
   m.output_nr = output_nr_;
@@ -102,6 +148,8 @@ Node::~Node() {
   std::vector<std::shared_ptr<Node>> children;
   for (auto& e : next_edges)
     if (e.fn) children.push_back(std::move(e.fn));
+  for (auto& s : saved)
+    if (auto h = s.take_history_fn()) children.push_back(std::move(h));
   for (auto& s : saved) {
     const Tensor& t = s.peek();
     if (!t.defined() || !t.impl()->autograd || !t.impl()->autograd->grad_fn) continue;

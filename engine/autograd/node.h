@@ -2,6 +2,7 @@
 // Node "outputs" are the forward op's outputs: a node receives one gradient per forward output
 // and returns one gradient per forward input (or an undefined tensor where none flows).
 #pragma once
+#include <any>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -35,17 +36,28 @@ struct TensorMeta {
 
 // A tensor saved for backward, with the version it was saved at. Saved outputs are stored without
 // their grad_fn (that would be a reference cycle) and re-attached to the owning node on unpack.
+// Under saved-tensor hooks (saved_hooks.h) the packed value is kept instead of the tensor, with
+// the storage watched (weakly) for the version check and the history to give back on unpack.
 class SavedTensor {
  public:
   SavedTensor() = default;
   SavedTensor(const Tensor& t, bool is_output, std::string role);
   // Throws if the graph was released or the tensor was modified in place since it was saved.
   Tensor unpack(const std::shared_ptr<Node>& owner) const;
-  void release() { data_ = Tensor(); released_ = true; }
+  void release() {
+    data_ = Tensor();
+    packed_.reset();
+    unpack_hook_ = nullptr;
+    released_ = true;
+  }
   bool defined() const { return was_defined_; }
   uint64_t saved_version() const { return saved_version_; }
   const std::string& role() const { return role_; }
-  const Tensor& peek() const { return data_; }  // for DOT export; no checks
+  const Tensor& peek() const { return data_; }  // for DOT export and forward AD; no checks
+  bool is_output() const { return is_output_; }
+  // For ~Node's iterative release: the history kept for a hooked saved input.
+  std::shared_ptr<Node> take_history_fn() { return std::move(history_.fn); }
+  uint32_t output_nr() const { return output_nr_; }
 
  private:
   Tensor data_;
@@ -56,6 +68,15 @@ class SavedTensor {
   bool released_ = false;
   bool was_defined_ = false;
   std::string role_;  // "input 1", "output 0", "a tensor computed in forward"
+  // Saved through hooks:
+  std::any packed_;
+  std::function<Tensor(const std::any&)> unpack_hook_;
+  std::weak_ptr<StorageImpl> watched_storage_;
+  TensorMeta packed_meta_;  // what unpack must give back
+  Edge history_;            // a saved input's grad_fn (or leaf accumulator), re-attached on unpack
+
+  Tensor unpack_hooked(const std::shared_ptr<Node>& owner) const;
+  void check_version(uint64_t now, const std::shared_ptr<Node>& owner) const;
 };
 
 class Node : public std::enable_shared_from_this<Node> {

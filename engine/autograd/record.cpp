@@ -1,5 +1,6 @@
 #include "engine/autograd/record.h"
 
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/grad_arith.h"
 #include "engine/autograd/grad_mode.h"
 
@@ -56,8 +57,19 @@ bool any_requires_grad_after_refresh(const List& inputs) {
 
 }  // namespace
 
-bool should_record(const std::vector<Tensor>& inputs) { return any_requires_grad_after_refresh(inputs); }
-bool should_record(std::initializer_list<Tensor> inputs) { return any_requires_grad_after_refresh(inputs); }
+// Recording is also needed when an input carries a tangent (forward AD): the node gives the
+// outputs theirs, even with grad mode off (as torch: no_grad does not stop forward AD).
+bool should_record(const std::vector<Tensor>& inputs) {
+  return any_requires_grad_after_refresh(inputs) || (forward_ad::active() && forward_ad::any_tangent(inputs));
+}
+bool should_record(std::initializer_list<Tensor> inputs) {
+  return any_requires_grad_after_refresh(inputs) ||
+         (forward_ad::active() && forward_ad::any_tangent(std::vector<Tensor>(inputs)));
+}
+
+bool needs_gradient(const Tensor& t) {
+  return t.defined() && (t.requires_grad() || (forward_ad::active() && forward_ad::tangent_of(t).defined()));
+}
 
 namespace {
 
@@ -82,9 +94,21 @@ std::string saved_role(const Tensor& t, const std::vector<Tensor>& inputs) {
 
 }  // namespace
 
-void connect_node(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs,
-                  const std::vector<Tensor*>& outputs, const std::vector<Tensor>& saved,
-                  const std::vector<size_t>& saved_outputs) {
+namespace {
+
+enum class Tangents { propagate, inplace, none };
+
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  for (const auto& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+// attach = false: the node exists only to give the outputs their tangents (inputs carry tangents
+// but none requires grad, or grad mode is off): the outputs get no history.
+void connect_node_impl(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs,
+                       const std::vector<Tensor*>& outputs, const std::vector<Tensor>& saved,
+                       const std::vector<size_t>& saved_outputs, Tangents tangents, bool attach) {
   node->next_edges.reserve(inputs.size());
   for (const auto& in : inputs) {
     check_history_current(in, node->name());
@@ -97,7 +121,7 @@ void connect_node(const std::shared_ptr<Node>& node, const std::vector<Tensor>& 
     node->output_meta.push_back(TensorMeta::of(out));
     if (!node->forward_stream && out.device().type == DeviceType::cuda)
       node->forward_stream = cuda::current_stream(out.device().index);
-    if (!carries_gradient(out.dtype())) continue;  // masks, indices: no gradient flows
+    if (!carries_gradient(out.dtype()) || !attach) continue;  // masks, indices: no gradient flows
     auto& m = out.impl()->meta();
     m.requires_grad = true;
     m.grad_fn = node;
@@ -106,6 +130,17 @@ void connect_node(const std::shared_ptr<Node>& node, const std::vector<Tensor>& 
   }
   for (size_t idx : saved_outputs)
     node->saved.emplace_back(*outputs.at(idx), true, fmt::format("output {}", idx));
+  if (tangents != Tangents::none && forward_ad::active())
+    forward_ad::propagate_tangents(node, inputs, outputs, tangents == Tangents::inplace);
+}
+
+}  // namespace
+
+void connect_node(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs,
+                  const std::vector<Tensor*>& outputs, const std::vector<Tensor>& saved,
+                  const std::vector<size_t>& saved_outputs) {
+  const bool attach = recording_enabled() && any_requires_grad(inputs);
+  connect_node_impl(node, inputs, outputs, saved, saved_outputs, Tangents::propagate, attach);
 }
 
 std::shared_ptr<Node> record_op(std::string name, const std::vector<Tensor>& inputs,
@@ -184,7 +219,8 @@ void rebase_base_history(const Tensor& self) {
     m.history_version = base.version();  // checked before the write (view_write_refusal)
   }
   std::shared_ptr<Node> old_fn = base.grad_fn();
-  connect_node(node, {base, self}, {&base}, {}, {});
+  // The base's tangent already changed with the view's: the view's tangent aliases it (forward_ad).
+  connect_node_impl(node, {base, self}, {&base}, {}, {}, Tangents::none, true);
   if (old_fn && old_fn->remove_retained_grad(base.impl_ptr())) node->add_retained_grad(0, base.impl_ptr());
 }
 
@@ -210,6 +246,11 @@ void finish_inplace(Tensor& self, const char* op, const std::vector<Tensor>& oth
     return;
   }
   auto node = std::make_shared<FunctionNode>(op, std::move(rule));
+  if (!(recording_enabled() && any_requires_grad(inputs))) {
+    // Only tangents to update (forward AD); the history stays as it is.
+    connect_node_impl(node, inputs, {&self}, saved, {}, Tangents::inplace, false);
+    return;
+  }
   std::shared_ptr<Node> old_fn = self.grad_fn();
   // Edges are taken from `self` before its grad_fn is replaced. Its history version must be taken
   // from before the write, so compare against version - 1.
@@ -220,7 +261,7 @@ void finish_inplace(Tensor& self, const char* op, const std::vector<Tensor>& oth
              self.meta_str(), m.history_version, self.version() - 1);
     m.history_version = self.version();
   }
-  connect_node(node, inputs, {&self}, saved, {});
+  connect_node_impl(node, inputs, {&self}, saved, {}, Tangents::inplace, true);
   if (old_fn && old_fn->remove_retained_grad(self.impl_ptr())) node->add_retained_grad(0, self.impl_ptr());
   if (self.is_view()) rebase_base_history(self);
 }

@@ -16,6 +16,9 @@ namespace gs {
 
 // Recording is on and at least one input requires grad.
 bool should_record(std::initializer_list<Tensor> inputs);
+// Whether a rule may be asked for t's gradient: t requires grad, or carries a tangent (forward AD
+// derives its JVP from the rule). Ops that save a tensor only for another input's gradient ask this.
+bool needs_gradient(const Tensor& t);
 bool should_record(const std::vector<Tensor>& inputs);
 
 std::shared_ptr<Node> record_op(std::string name, const std::vector<Tensor>& inputs,

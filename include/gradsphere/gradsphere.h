@@ -21,6 +21,9 @@
 #include "ops/reduce_more.h"       // prod, cumsum, cumprod, std, norm, amax/amin, argmax/argmin
 #include "ops/softmax.h"           // softmax, log_softmax, nll_loss, cross_entropy
 #include "engine/autograd/grad_clip.h"  // the total-norm clipping rule
+// Beyond reverse mode (ops/ops.h has forward mode and ops/functional.h's jvp, jacfwd, hessian).
+#include "engine/autograd/checkpoint.h"   // activation checkpointing (non-reentrant)
+#include "engine/autograd/saved_hooks.h"  // saved-tensor pack/unpack hooks, SaveInBf16, SaveOnHost
 
 // The sphere: grids and quadrature, scalar and vector spherical harmonic transforms, spectral
 // convolution and the SFNO's grid-space blocks (norms, 1x1 and pole-aware 3x3 convolutions).

@@ -253,7 +253,7 @@ Tensor apply_op(const Tensor& x, const Tensor& w, SpectralOperator op, bool adjo
   }
   if (should_record({x, w})) {
     // grad_x needs w and grad_w needs x: keep only what will be used.
-    Tensor keep_x = w.requires_grad() ? x : Tensor(), keep_w = x.requires_grad() ? w : Tensor();
+    Tensor keep_x = needs_gradient(w) ? x : Tensor(), keep_w = needs_gradient(x) ? w : Tensor();
     record_op(op_name(op, kind), {x, w}, {&y}, {keep_x, keep_w}, {},
               [op, adjoint](BackwardContext& ctx, const std::vector<Tensor>& g) {
                 Tensor gx = ctx.needs_input_grad(0) ? apply_op(g[0], ctx.saved(1), op, !adjoint) : Tensor();
@@ -289,7 +289,7 @@ Tensor weight_grad_op(const Tensor& x, const Tensor& g, SpectralOperator op) {
     }
   }
   if (should_record({x, g})) {
-    Tensor keep_x = g.requires_grad() ? x : Tensor(), keep_g = x.requires_grad() ? g : Tensor();
+    Tensor keep_x = needs_gradient(g) ? x : Tensor(), keep_g = needs_gradient(x) ? g : Tensor();
     record_op(op_name(op, Kind::weight_grad), {x, g}, {&gw}, {keep_x, keep_g}, {},
               [op](BackwardContext& ctx, const std::vector<Tensor>& G) {
                 Tensor gx = ctx.needs_input_grad(0) ? apply_op(ctx.saved(1), G[0], op, true) : Tensor();

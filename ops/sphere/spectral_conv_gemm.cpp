@@ -3,6 +3,7 @@
 // (diagonal), with the operands permuted so the contracted channel is the inner dim.
 #include "ops/sphere/spectral_conv_gemm.h"
 
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/factory.h"
 #include "ops/complex_ops.h"
@@ -20,7 +21,7 @@ Tensor packed(const Tensor& t, const std::vector<int64_t>& dims, const Shape& si
 }  // namespace
 
 Tensor spectral_apply_gemm(const Tensor& x, const Tensor& w, SpectralOperator op, bool adjoint) {
-  NoGradGuard no_grad;
+  forward_ad::PrimalOnlyGuard no_grad;
   const int64_t B = x.size(0), Cx = x.size(1), L = x.size(2), M = x.size(3);
   const int64_t Cy = adjoint ? w.size(0) : w.size(1);
   if (Cx == 0) return zeros({B, Cy, L, M}, x.dtype(), x.device());
@@ -40,7 +41,7 @@ Tensor spectral_apply_gemm(const Tensor& x, const Tensor& w, SpectralOperator op
 }
 
 Tensor spectral_weight_grad_gemm(const Tensor& x, const Tensor& g, SpectralOperator op) {
-  NoGradGuard no_grad;
+  forward_ad::PrimalOnlyGuard no_grad;
   const int64_t B = x.size(0), I = x.size(1), O = g.size(1), L = x.size(2), M = x.size(3);
   const bool dh = op == SpectralOperator::driscoll_healy;
   if (B == 0 || (dh && M == 0)) return zeros(dh ? Shape{I, O, L} : Shape{I, O, L, M}, x.dtype(), x.device());

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/autograd/forward_ad.h"
 #include "engine/autograd/record.h"
 #include "engine/factory.h"
 #include "ops/elementwise.h"
@@ -215,7 +216,7 @@ NormalizedOps normalized_ops(const NormPlan& pl, const Tensor& x) {
 
 // The forward as tensor ops, not recorded: the path on CUDA, where there is no fused kernel yet.
 Tensor norm_forward_ops(const NormPlan& pl, const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  NoGradGuard no_grad;
+  forward_ad::PrimalOnlyGuard no_grad;
   Tensor y = normalized_ops(pl, x).xh;
   if (weight.defined()) y = mul(y, reshape(weight, {1, pl.C, 1, 1}));
   if (bias.defined()) y = add(y, reshape(bias, {1, pl.C, 1, 1}));

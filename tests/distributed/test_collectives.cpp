@@ -170,6 +170,8 @@ TEST_CASE("the distributed registry: gradcheck, gradgradcheck and the adjoint id
           auto adj = dist_adjoint_check(grid, sample, {78, 1});
           CHECK_MESSAGE(adj.ok, adj.failure);
         }
+        auto jvp = dist_jvpcheck(grid, sample);  // forward mode across ranks
+        CHECK_MESSAGE(jvp.ok, jvp.failure);
       }
     }
   }, /*with_ensemble=*/!four);

@@ -309,6 +309,35 @@ TEST_CASE("spatial parity: the seed's regression shape (NoiseConditionedSFNO, em
   });
 }
 
+// Activation checkpointing replays each block (or each rollout step after the first) in backward:
+// its collectives are reissued then, in the same order on every rank (distributed-mpi3-checked runs
+// this with the replica checker on, which fails any collective a rank issues out of order).
+TEST_CASE("spatial parity: activation checkpointing (blocks; rollout steps after 1) equals one process") {
+  using Mode = ActivationCheckpointing::Mode;
+  gs::test::for_each_grid([&](const ProcessGrid& g) {
+    if (g.h_size() == 1 && g.w_size() == 1) return;  // no spatial collectives to replay
+    for (auto [net, mode] : {std::pair{Net::noise_gaussian, Mode::blocks}, std::pair{Net::sfno, Mode::rollout_steps_after}}) {
+      Case c{net, "equiangular", 9, 18, DType::f64, 2};
+      CAPTURE(c.label());
+      CAPTURE(static_cast<int>(mode));
+      const int64_t D = g.data_size(), B = 2 * D;
+      auto ref = make_net(c, ProcessGrid()), dm = make_net(c, g);
+      randomize_alike(*ref, *dm, g, 78);
+      StepperOptions so;
+      so.activation_checkpointing = {mode, 1};
+      so.clip_grad_norm = 0.5;
+      const std::vector<double> aw = area_weights_for(c);
+      const AdamOptions adam{.lr = 0.01, .eps = 1e-3};
+      Stepper sr(ref, std::make_shared<Adam>(ref->named_parameters(), adam), aw, so);
+      Stepper sd(dm, std::make_shared<Adam>(dm->named_parameters(), adam), aw, so);
+      sd.set_distributed(g);
+      Tensor x = randn({B, kChans, c.nlat, c.nlon}, {41, 1}, c.dtype);
+      Tensor t = randn({B, c.steps, kChans, c.nlat, c.nlon}, {41, 2}, c.dtype);
+      run_stepper_parity(ref, dm, g, sr, sd, Batch{x, t}, Batch{part_of(x, g), part_of(t, g)}, "with checkpointing");
+    }
+  });
+}
+
 TEST_CASE("spatial parity: a non-finite loss on one rank skips the step on every rank") {
   gs::test::for_each_grid([&](const ProcessGrid& g) {
     Case c{Net::sfno, "equiangular", 9, 18, DType::f64, 2};

@@ -136,3 +136,25 @@ TEST_CASE("train config: ensemble members and the ensemble losses") {
   CHECK(contains(err(noise + "training:\n  ensemble_members: 2\nloss:\n  type: crps\n  crps_alpha: 2\n"), "crps_alpha"));
   CHECK(contains(err(noise + "training:\n  ensemble_members: 2\nloss:\n  type: mix\n  mix: {crps: 1, mae: 1}\n"), "mae"));
 }
+
+TEST_CASE("train config: training.activation_checkpointing (none, blocks, rollout steps after N)") {
+  using Mode = models::ActivationCheckpointing::Mode;
+  auto parse = [](const std::string& value) {
+    return train_config_from_string("training:\n  activation_checkpointing: " + value + "\n", "ac.yaml")
+        .training.stepper.activation_checkpointing;
+  };
+  CHECK(train_config_from_string(kMinimal, "minimal.yaml").training.stepper.activation_checkpointing.mode ==
+        Mode::none);
+  CHECK(parse("none").mode == Mode::none);
+  CHECK(parse("blocks").mode == Mode::blocks);
+  const auto after = parse("{rollout_steps_after: 2}");
+  CHECK(after.mode == Mode::rollout_steps_after);
+  CHECK(after.after == 2);
+  std::string e = error_of([&] { parse("block"); });
+  CHECK(contains(e, "blocks"));
+  CHECK(contains(e, "{rollout_steps_after: N}"));
+  e = error_of([&] { parse("{rollout_steps_after: -1}"); });
+  CHECK(contains(e, "rollout_steps_after"));
+  e = error_of([&] { parse("{after: 2}"); });
+  CHECK(contains(e, "rollout_steps_after"));
+}
