@@ -62,9 +62,10 @@ Tensor laid_out_like(const Tensor& primal, const Tensor& tangent) {
   return placed;
 }
 
-// The tangent of `view` from the tangent of the tensor whose storage it shares.
+// The tangent of `view` from the tangent of the tensor whose storage it shares (element for
+// element: a bf16 view's tangent is the f32 view at the same element positions).
 Tensor view_of_tangent(const Tensor& base_tangent, const Tensor& view) {
-  return alias_with_geometry(base_tangent, view.sizes(), view.strides(), view.offset(), view.dtype());
+  return alias_with_geometry(base_tangent, view.sizes(), view.strides(), view.offset(), gradient_dtype(view.dtype()));
 }
 
 bool same_storage(const Tensor& a, const Tensor& b) {

@@ -233,3 +233,42 @@ TEST_CASE("checkpoint: under no_grad the function just runs") {
   CHECK_FALSE(y.requires_grad());
   CHECK(y.to_vector<double>()[0] == doctest::Approx(std::exp(1.0)));
 }
+
+TEST_CASE("saved-tensor hooks: SaveOnHost moves CUDA activations to the host and back (GPU check)") {
+  if (gs::cuda::device_count() == 0) {
+    MESSAGE("CUDA case skipped: no usable CUDA device (" << gs::cuda::unavailable_reason() << ")");
+    return;
+  }
+  const gs::Device gpu = gs::Device::cuda(0);
+  int on_host = 0;
+  Tensor x = gs::to(vec({0.5, -1.0, 2.0}), gpu).detach().set_requires_grad(true);
+  Tensor y;
+  {
+    gs::SaveOnHost offload;
+    gs::SavedTensorHooks spy(
+        [&](const Tensor& t) -> std::any {
+          Tensor h = gs::to_device_copy(t, gs::Device::cpu());
+          on_host += h.device().is_cpu();
+          return std::make_pair(h, t.device());
+        },
+        [](const std::any& p) {
+          auto [h, d] = std::any_cast<std::pair<Tensor, gs::Device>>(p);
+          return gs::to_device_copy(h, d);
+        });
+    y = f(x);
+  }
+  CHECK(on_host >= 3);
+  gs::Tensor g = gs::grad({y}, {x})[0];
+  Tensor g_plain;
+  {
+    gs::SaveOnHost offload;  // the shipped hooks themselves
+    Tensor x2 = gs::to(vec({0.5, -1.0, 2.0}), gpu).detach().set_requires_grad(true);
+    g_plain = gs::grad({f(x2)}, {x2})[0];
+  }
+  const auto want = grad_of(f, {0.5, -1.0, 2.0});
+  const auto a = gs::to(g, gs::Device::cpu()).to_vector<double>(), b = gs::to(g_plain, gs::Device::cpu()).to_vector<double>();
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(a[i] == doctest::Approx(want[i]).epsilon(1e-12));
+    CHECK(b[i] == doctest::Approx(want[i]).epsilon(1e-12));
+  }
+}
