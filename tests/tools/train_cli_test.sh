@@ -5,7 +5,8 @@
 #   3. a rollout from the checkpoint writes NetCDF and PNG maps;
 #   4. a diverging run (huge learning rate) stops with a clear message and keeps its last good checkpoint;
 #   5. configuration errors name the key;
-#   6. --device cuda trains (and rolls out) on a GPU, or without one is refused with the driver's reason.
+#   6. --device cuda trains (and rolls out) on a GPU, or without one is refused with the driver's reason;
+#   7. training.activation_checkpointing (blocks; rollout steps after 1) trains to the same losses.
 # Usage: train_cli_test.sh GRADSPHERE_BINARY
 set -euo pipefail
 gs="$1"
@@ -38,6 +39,18 @@ else
   [[ ! -e "$work/gpu" ]] || fail "a refused --device cuda run created its run directory"
   echo "ok: --device cuda without a GPU is refused: $(grep -o 'not available: .*' "$work/gpu.log" | head -n 1)"
 fi
+
+# 7. Activation checkpointing replays the forward in backward: the same losses, step by step, as run a
+#    (metrics.csv without its last column, the step time), over the first 10 steps.
+for mode in "blocks" "{rollout_steps_after: 1}"; do
+  sed "s/^  log_every: 1$/  log_every: 1\n  activation_checkpointing: $mode/" "$work/tiny.yaml" > "$work/ck.yaml"
+  grep -q "activation_checkpointing" "$work/ck.yaml" || fail "could not set activation_checkpointing in the test config"
+  rm -rf "$work/ck"
+  "$gs" train "$work/ck.yaml" --out "$work/ck" --stop-after 10 > "$work/ck.log" 2>&1 || { cat "$work/ck.log"; fail "training with activation_checkpointing: $mode failed"; }
+  diff <(head -n 11 "$work/a/metrics.csv" | rev | cut -d, -f2- | rev) <(head -n 11 "$work/ck/metrics.csv" | rev | cut -d, -f2- | rev) \
+    || fail "activation_checkpointing: $mode changed the losses"
+done
+echo "ok: activation checkpointing (blocks; rollout steps after 1) gives the same losses"
 
 # 2. Interrupted after 17 steps, resumed: the final checkpoint must be byte-identical.
 "$gs" train "$work/tiny.yaml" --out "$work/b" --stop-after 17 > "$work/b1.log" 2>&1 || { cat "$work/b1.log"; fail "first half failed"; }
