@@ -9,20 +9,26 @@
 namespace gs {
 namespace {
 
-// One checkpointed call: what it needs to replay, and the replay's saved tensors.
+// One saved tensor of the region: what its node keeps instead of the tensor. The replay fills the
+// slots still alive; a slot goes (and its replayed tensor with it) when its node releases its saved
+// tensors after running in backward, so the replay's memory shrinks as backward goes, as the first
+// run's would.
+struct Slot {
+  Tensor value;
+};
+
+// One checkpointed call: what it needs to replay, and its slots (weakly: their nodes own them).
 struct Frame {
   CheckpointFn fn;
   std::vector<Tensor> inputs;
-  size_t saved_in_first_run = 0;
-  bool replayed = false;
-  std::vector<Tensor> replayed_saved;
+  std::vector<std::weak_ptr<Slot>> slots;
 };
 
 void replay(Frame& frame) {
   std::vector<Tensor> saved;
   {
-    GradModeGuard on(true);               // the first run recorded (checkpoint returns early otherwise)
-    forward_ad::PauseGuard no_tangents;   // the replay is for reverse mode only
+    GradModeGuard on(true);              // the first run recorded (checkpoint returns early otherwise)
+    forward_ad::PauseGuard no_tangents;  // the replay is for reverse mode only
     SavedTensorHooks capture(
         [&saved](const Tensor& t) -> std::any {
           saved.push_back(t);
@@ -33,12 +39,12 @@ void replay(Frame& frame) {
         });
     frame.fn(frame.inputs);
   }
-  GS_CHECK(saved.size() == frame.saved_in_first_run,
+  GS_CHECK(saved.size() == frame.slots.size(),
            "checkpoint: the replayed forward saved {} tensors for backward, the first run {}. A checkpointed function "
            "must do the same work on every call (same ops and branches, same random keys, no state it changes)",
-           saved.size(), frame.saved_in_first_run);
-  frame.replayed_saved = std::move(saved);
-  frame.replayed = true;
+           saved.size(), frame.slots.size());
+  for (size_t k = 0; k < saved.size(); ++k)
+    if (auto slot = frame.slots[k].lock()) slot->value = saved[k];
 }
 
 }  // namespace
@@ -48,12 +54,17 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   auto frame = std::make_shared<Frame>();
   frame->fn = fn;
   frame->inputs = inputs;
-  // The unpack hook holds the frame; the frame must not hold the nodes (it holds inputs and fn).
+  // The unpack hook holds the frame; the frame holds no node (inputs, fn and weak slots).
   SavedTensorHooks placeholders(
-      [frame](const Tensor&) -> std::any { return frame->saved_in_first_run++; },
+      [frame](const Tensor&) -> std::any {
+        auto slot = std::make_shared<Slot>();
+        frame->slots.push_back(slot);
+        return slot;
+      },
       [frame](const std::any& packed) -> Tensor {
-        if (!frame->replayed) replay(*frame);
-        return frame->replayed_saved.at(std::any_cast<size_t>(packed));
+        const auto& slot = std::any_cast<const std::shared_ptr<Slot>&>(packed);
+        if (!slot->value.defined()) replay(*frame);
+        return slot->value;
       });
   return fn(inputs);
 }

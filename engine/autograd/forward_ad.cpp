@@ -175,14 +175,37 @@ void write_tangent_inplace(const Tensor& self, const Tensor& value) {
 }
 
 // Saved outputs are stored as separate handles (node.h): give them the output's tangent, so a
-// backward run inside the level (forward-over-reverse) sees it.
+// backward run inside the level (forward-over-reverse) sees it. Its values only: a tangent with
+// history (reverse-over-forward) can reach this node through that history, and the node holding it
+// would be a reference cycle.
 void share_with_saved_outputs(Node& node, uint32_t output_nr, const Tensor& tangent) {
+  if (!tangent.defined()) return;
+  const Tensor values =
+      tangent.requires_grad()
+          ? Tensor(std::make_shared<TensorImpl>(tangent.storage(), tangent.sizes(), tangent.strides(),
+                                                tangent.offset(), tangent.dtype()))
+          : tangent;
   for (auto& s : node.saved)
     if (s.is_output() && s.output_nr() == output_nr && s.peek().defined()) {
       auto& m = s.peek().impl()->meta();
-      m.fw_grad = tangent;
+      m.fw_grad = values;
       m.fw_level = g_level.load(std::memory_order_relaxed);
     }
+}
+
+// `t`'s values and reverse-mode history in a handle of its own. A written rule reads outputs
+// through these: a differentiable tangent that saved the output itself would be held by that
+// output (its fw_grad), a reference cycle.
+Tensor history_alias(const Tensor& t) {
+  auto impl = std::make_shared<TensorImpl>(t.storage(), t.sizes(), t.strides(), t.offset(), t.dtype());
+  if (t.requires_grad() && !t.is_leaf()) {
+    auto& m = impl->meta();
+    m.requires_grad = true;
+    m.grad_fn = t.grad_fn();
+    m.output_nr = t.output_nr();
+    m.history_version = t.version();
+  }
+  return Tensor(impl);
 }
 
 // Reverse mode sees `alias` as `source` itself.
@@ -309,7 +332,7 @@ void propagate_tangents(const std::shared_ptr<Node>& node, const std::vector<Ten
     PauseGuard pause;
     if (kind == "written") {
       std::vector<Tensor> outs;
-      for (auto* o : outputs) outs.push_back(*o);
+      for (auto* o : outputs) outs.push_back(history_alias(*o));
       GradModeGuard mode(differentiable);
       result = written_rules().at(node->name())(inputs, outs, tangents);
     } else if (kind == "diagonal" && inputs.size() == 1 && outputs.size() == 1 &&

@@ -36,7 +36,8 @@ class Node;
 
 namespace forward_ad {
 
-// Opens a dual level; tangents made in it vanish when it closes (as torch's dual_level).
+// Opens a dual level; tangents made in it vanish when it closes (as torch's dual_level): a tensor
+// that outlives the level no longer shows its tangent (whose memory goes with that tensor).
 class DualLevel {
  public:
   DualLevel();

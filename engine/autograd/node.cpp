@@ -43,8 +43,10 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output, std::string role)
   requires_grad_ = t.requires_grad();
   output_nr_ = t.output_nr();
   if (const SavedTensorHookPair* hooks = current_saved_tensor_hooks()) {
-    // The hook sees an alias without history (no reference cycle through what it keeps).
-    packed_ = hooks->pack(t.detach());
+    // The hook sees an alias without history and without a link to `t` (detach() would keep t as
+    // its view base: a saved output would then hold its own node, a reference cycle).
+    packed_ = hooks->pack(Tensor(std::make_shared<TensorImpl>(t.storage(), t.sizes(), t.strides(), t.offset(),
+                                                              t.dtype())));
     unpack_hook_ = hooks->unpack;
     watched_storage_ = t.storage();
     packed_meta_ = {t.sizes(), t.dtype(), t.device()};
