@@ -18,7 +18,7 @@ struct BenchArgs {
 const std::map<std::string, int (*)(const BenchOptions&)>& benches() {
   static const std::map<std::string, int (*)(const BenchOptions&)> b = {
       {"engine", &bench_engine}, {"sht", &bench_sht}, {"train", &bench_train}, {"comm", &bench_comm}, {"dist", &bench_dist},
-      {"data", &bench_data}, {"ensemble", &bench_ensemble}};
+      {"data", &bench_data}, {"ensemble", &bench_ensemble}, {"memory", &bench_memory}};
   return b;
 }
 
@@ -45,7 +45,7 @@ int run_bench(const BenchArgs& args) {
 void add_bench_command(CLI::App& app, CommandRegistry& commands) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* sub = app.add_subcommand("bench", "Measure speed against baselines run in the same process");
-  sub->add_option("name", args->name, "Which benchmark (engine, sht, train, data, ensemble, comm, dist: run comm and dist under mpiexec -n N)")->required();
+  sub->add_option("name", args->name, "Which benchmark (engine, sht, train, memory, data, ensemble, comm, dist: run comm and dist under mpiexec -n N)")->required();
   sub->add_flag("--quick", args->options.quick, "Small sizes (a smoke run, not a measurement)");
   sub->add_option("--csv", args->options.csv, "Also write the results to this CSV file (sht, train, ensemble)");
   sub->add_option("--device", args->options.device, "bench engine, sht, train: cpu (default), cuda or cuda:N");

@@ -3,6 +3,7 @@
 //   tape overhead   forward + backward of a chain of small ops, per op (aim: <= 1 us)
 //   elementwise     add() throughput in GB/s against memcpy (aim: >= 50%)
 //   matmul          GFLOP/s against Eigen called directly (aim: >= 90%)
+// and the tape chain in forward mode, one chain per JVP rule kind (bench_forward_mode.cpp).
 #include <Eigen/Dense>
 #include <cstring>
 #include <fmt/core.h>
@@ -87,6 +88,7 @@ int bench_engine(const BenchOptions& opt) {
   fmt::print("| {:<38} | {:>16} | {:>22} | {:>14} |\n", "benchmark", "gradsphere", "baseline (same run)", "ratio");
   fmt::print("|{:-<40}|{:-<18}|{:-<24}|{:-<16}|\n", "", "", "", "");
   for (const auto& r : rows) fmt::print("| {:<38} | {:>16} | {:>22} | {:>14} |\n", r.what, r.ours, r.baseline, r.ratio);
+  print_forward_mode_cost(opt.quick);
   const MemoryStats m = memory_stats(Device::cpu());
   fmt::print("allocator on cpu: {:.1f} MB in use, peak {:.1f} MB, {:.1f} MB reserved\n", m.in_use / 1e6, m.peak / 1e6,
              m.reserved / 1e6);

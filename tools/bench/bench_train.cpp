@@ -51,15 +51,6 @@ struct Result {
   double ms_step = 0, ms_fwd = 0, ms_bwd = 0, ms_adam = 0, peak_mb = 0;
 };
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return 1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 Result run_case(const Case& c, bool quick, Device d, bool bf16_mlp) {
   models::SfnoOptions o;  // torch-harmonics' defaults except the sizes
   o.mlp_bf16_storage = bf16_mlp;

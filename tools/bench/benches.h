@@ -16,10 +16,13 @@ struct BenchOptions {
 };
 
 int bench_engine(const BenchOptions& opt);
+// bench engine's forward-mode rows: the tape chain as dual tensors, per rule kind (bench_forward_mode.cpp).
+void print_forward_mode_cost(bool quick);
 int bench_engine_cuda(const BenchOptions& opt, Device d);  // bench_engine_cuda.cpp
 int bench_sht(const BenchOptions& opt);
 int bench_sht_cuda(const BenchOptions& opt, Device d);  // bench_sht_cuda.cpp
 int bench_train(const BenchOptions& opt);  // on opt.device
+int bench_memory(const BenchOptions& opt);  // checkpointing and bf16 saved activations, CPU
 int bench_comm(const BenchOptions& opt);  // run under mpiexec -n N
 int bench_dist(const BenchOptions& opt);  // run under mpiexec -n N
 int bench_data(const BenchOptions& opt);  // one process, or under mpiexec -n N with --grid
