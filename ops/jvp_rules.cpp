@@ -31,13 +31,25 @@ Tensor fit(const Tensor& t, const Tensor& out) {
   return t.defined() && t.sizes() != out.sizes() ? expand(t, out.sizes()) : t;
 }
 
+// The output's own tangent for a sum of tangent terms: where one input alone carries a tangent, `plus`
+// returns that input's tangent itself (or `fit` a broadcast view of it), and an in-place write on the
+// output (its tangent updated in place) would change the input's tangent too.
+Tensor owned_sum(const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (a.defined() && b.defined()) return fit(add(a, b), out);
+  const Tensor& only = a.defined() ? a : b;
+  return only.defined() ? clone(fit(only, out)) : Tensor();
+}
+
 // Element-wise maps with a real diagonal Jacobian: on real tensors the VJP rule is the JVP.
 const char* const kDiagonal[] = {
     "neg",   "exp",   "log",   "sqrt",  "rsqrt",      "sign",    "abs",        "sin",     "cos",   "tan",
     "asin",  "acos",  "atan",  "sinh",  "cosh",       "tanh",    "asinh",      "acosh",   "atanh", "sigmoid",
     "relu",  "silu",  "erf",   "gelu",  "gelu_tanh",  "softplus", "elu",       "leaky_relu", "hardtanh",
     "clamp", "floor", "ceil",  "round", "trunc",      "log1p",   "expm1",      "log2",    "log10", "exp2",
-    "pow_scalar", "dropout", "feature_dropout", "drop_path"};
+    "pow_scalar", "dropout", "feature_dropout", "drop_path",
+    // std's own node is sqrt of var's output, 0 where std = 0 (torch's, forward and backward): derived
+    // from that rule, u / (2 std) differentiated in u is 0 / 0 there.
+    "std"};
 
 const bool registered = [] {
   forward_ad::register_real_dot(&real_dot);
@@ -45,9 +57,9 @@ const bool registered = [] {
 
   // Written rules: the product and quotient rules, and bilinearity of matmul. Broadcasting is
   // the op's own (the tangent of a broadcast input is broadcast by the same op).
-  forward_ad::register_jvp_rule("add", [](const V&, const V& out, const V& t) { return V{fit(plus(t[0], t[1]), out[0])}; });
+  forward_ad::register_jvp_rule("add", [](const V&, const V& out, const V& t) { return V{owned_sum(t[0], t[1], out[0])}; });
   forward_ad::register_jvp_rule("sub", [](const V&, const V& out, const V& t) {
-    return V{fit(plus(t[0], t[1].defined() ? neg(t[1]) : Tensor()), out[0])};
+    return V{owned_sum(t[0], t[1].defined() ? neg(t[1]) : Tensor(), out[0])};
   });
   forward_ad::register_jvp_rule("mul", [](const V& in, const V& out, const V& t) {
     return V{fit(plus(t[0].defined() ? mul(t[0], in[1]) : Tensor(), t[1].defined() ? mul(in[0], t[1]) : Tensor()),

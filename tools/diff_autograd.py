@@ -36,6 +36,12 @@ masked_fill, masked_select, index_put (distinct targets unless accumulating) and
 scatter_add_, index_add_, masked_fill_ and index_put_, over i64 indices and bool masks written as
 `const` statements; --edge-table includes each of them with edge values among its inputs.
 
+With --jvp, forward mode instead of backward (graph_runner --jvp; the program gets a `tangent` line
+per input that requires grad): the value and the tangent J v of every variable, gradsphere's dual
+tensors (forward_ad.h) against torch.func.jvp, and H v of the loss, forward-over-reverse (the
+tangent of d loss / d input, as gs::hvp) against torch.func.jvp(torch.func.grad(loss), x, v), with
+every input's tangent at once. Where torch.func refuses and gradsphere does not, the graph counts
+as "torch refuses" (the reasons are listed), not as a mismatch.
 An unused gradient (None) equals zeros. Non-finite values must match exactly (NaN with NaN, an
 infinity with the same infinity). Finite ones: f64 graphs to 1e-9 relative to the largest magnitude
 of the tensor, or of any value or gradient the graph computed where that is larger (a tensor near
@@ -133,9 +139,9 @@ def mark_written(t, operand):
 
 
 class Generator:
-    def __init__(self, rng, dtype, complex_mode=False, edges=False, indexing=False):
+    def __init__(self, rng, dtype, complex_mode=False, edges=False, indexing=False, jvp=False):
         self.rng, self.dtype, self.complex_mode, self.edges = rng, dtype, complex_mode, edges
-        self.indexing_mode = indexing
+        self.indexing_mode, self.jvp = indexing, jvp
         self.lines, self.vars, self.count = [], [], 0
 
     def fresh(self):
@@ -571,13 +577,24 @@ class Generator:
                 for s in v.shape:
                     n *= s
                 self.lines.append(f"probe {v.name} {self.value_text(n, edges=False)}")
+        if self.jvp:  # drawn after the graph, so a seed's graphs are those without --jvp up to here
+            for p in [line.split() for line in self.lines if line.startswith("input ")]:
+                if p[4] == "1":  # declared so (a written constant leaf's Var requires grad too)
+                    self.lines.append(f"tangent {p[1]} {self.value_text(len(p) - 5, edges=False)}")
         return "\n".join(self.lines) + "\n"
 
 
 # ---------------------------------------------------------------- the PyTorch side
 
+def has_tangents(text):
+    """A --jvp program: forward mode on both sides (tangents of every variable, H v of the loss)."""
+    return any(line.startswith("tangent ") for line in text.splitlines())
+
+
 def run_torch(text, clone_saved=False, clone_operands=False):
-    """Runs a program in PyTorch. clone_saved: every tensor saved for backward is copied when it is
+    """Runs a program in PyTorch (with `tangent` lines: forward mode, as graph_runner --jvp: J v of
+    every variable by torch.func.jvp and H v of the loss by torch.func.jvp of torch.func.grad, stages
+    jvp and hvp). clone_saved: every tensor saved for backward is copied when it is
     saved (value semantics: torch's refusal of a saved tensor modified in place becomes the values
     the forward saw). clone_operands: an in-place op's tensor operand is cloned first (torch refuses
     one that partly overlaps the written tensor; gradsphere reads it as its value before the write)."""
@@ -586,7 +603,8 @@ def run_torch(text, clone_saved=False, clone_operands=False):
     import torch.nn.functional as F
 
     out, env, inputs, probes, loss = [], {}, [], {}, None
-    order = []
+    order, aliases = [], []
+    jvp = has_tangents(text)
     dtypes = {"f64": torch.float64, "f32": torch.float32}
 
     def num(s):
@@ -598,7 +616,7 @@ def run_torch(text, clone_saved=False, clone_operands=False):
     def reduce(fn_all, fn_dims, x, dims, keep):
         d = ints(dims)
         if not d:
-            return fn_all(x) if not keep else fn_dims(x, tuple(range(x.dim())), True)
+            return fn_all(x) if keep != "1" else fn_dims(x, tuple(range(x.dim())), True)
         return fn_dims(x, tuple(d), keep == "1")
 
     def keyed_keep(x):
@@ -749,18 +767,40 @@ def run_torch(text, clone_saved=False, clone_operands=False):
         return t.clone()
 
     hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t) if clone_saved else contextlib.nullcontext()
-    try:
-        hooks.__enter__()
+    def plain(t):
+        """The tensor inside torch.func's wrappers (--jvp), whose storage and view state are the real ones."""
+        while torch._C._functorch.is_functorch_wrapped_tensor(t):
+            t = torch._C._functorch.get_unwrapped(t)
+        return t
+
+    def values_tensor(vals, dtype, shape):
+        return torch.tensor([num(x) for x in vals], dtype=dtype).reshape(shape)
+
+    def input_tensor(a):  # the arguments of an `input` statement
+        return values_tensor(a[4:], dtypes[a[1]], ints(a[2]))
+
+    def dual_inputs():
+        """--jvp: the inputs that require grad, and their tangents, in the program's order."""
+        lines = [l.split() for l in text.splitlines()]
+        primals = {p[1]: input_tensor(p[1:]) for p in lines if p[:1] == ["input"] and p[4] == "1"}
+        tangents = {p[1]: values_tensor(p[2:], primals[p[1]].dtype, primals[p[1]].shape)
+                    for p in lines if p[:1] == ["tangent"]}
+        return tuple(primals.values()), tuple(tangents[n] for n in primals)
+
+    def execute(xs=None):
+        """Runs the statements. xs: the values of the inputs that require grad (torch.func's wrapped
+        tensors); by default they are made here and require grad."""
+        nonlocal loss
+        env.clear(), order.clear(), inputs.clear(), aliases.clear()
         for line in text.splitlines():
             p = line.split()
             if not p or p[0].startswith("#"):
                 continue
             kind, a = p[0], p[1:]
             if kind == "input":
-                shape = ints(a[2])
-                t = torch.tensor([num(x) for x in a[4:]], dtype=dtypes[a[1]]).reshape(shape)
+                t = input_tensor(a)
                 if a[3] == "1":
-                    t.requires_grad_(True)
+                    t = t.requires_grad_(True) if xs is None else xs[len(inputs)]
                     inputs.append(a[0])
                 env[a[0]] = t
                 order.append(a[0])
@@ -771,7 +811,7 @@ def run_torch(text, clone_saved=False, clone_operands=False):
                 current[0] = a[1]
                 r = apply(a[1], a[2:])
                 if a[1] in MAYBE_VIEW_OPS:
-                    out.append(f"alias {a[0]} {int(r._is_view() or r is env[a[2]])}")
+                    aliases.append(f"alias {a[0]} {int(plain(r)._is_view() or plain(r) is plain(env[a[2]]))}")
                 env[a[0]] = r
                 order.append(a[0])
             elif kind == "inplace":
@@ -785,9 +825,12 @@ def run_torch(text, clone_saved=False, clone_operands=False):
                     o = env[n]
                     if clone_operands:
                         return o.clone()
-                    same_memory = o.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
-                    identical = (o.data_ptr(), o.shape, o.stride()) == (t.data_ptr(), t.shape, t.stride())
-                    if same_memory and not identical:
+                    po, pt = plain(o), plain(t)
+                    same_memory = po.untyped_storage().data_ptr() == pt.untyped_storage().data_ptr()
+                    identical = (po.data_ptr(), po.shape, po.stride()) == (pt.data_ptr(), pt.shape, pt.stride())
+                    # With --jvp an identical operand too: torch's forward AD updates the target's
+                    # tangent in place before it reads the operand's (y.mul_(y) at 3, tangent 1: 12, not 6).
+                    if same_memory and (jvp or not identical):
                         # torch refuses most of these; the ones it misses (a broadcast view of part
                         # of the target) it reads while writing, so the result depends on its loop.
                         raise RuntimeError("some elements of the input tensor and the written-to tensor refer to "
@@ -816,6 +859,32 @@ def run_torch(text, clone_saved=False, clone_operands=False):
                 loss = a[0]
             elif kind == "probe":
                 probes[a[0]] = torch.tensor([num(x) for x in a[1:]], dtype=env[a[0]].dtype).reshape(env[a[0]].shape)
+
+    try:
+        hooks.__enter__()
+        if jvp:
+            stage = "jvp"
+            primals, tangents = dual_inputs()
+
+            def every_variable(*xs):
+                execute(xs)
+                return tuple(env[n] for n in order)
+            values, jv = torch.func.jvp(every_variable, primals, tangents)
+            out += aliases + [fmt("value", n, v) for n, v in zip(order, values)]
+            out += [fmt("tangent", n, t) for n, t in zip(order, jv)]
+            if loss is None or not primals:
+                return out
+            stage = "hvp"
+
+            def loss_of(*xs):
+                execute(xs)
+                return env[loss]
+            grads = torch.func.grad(loss_of, argnums=tuple(range(len(primals))))
+            _, hv = torch.func.jvp(grads, primals, tangents)
+            out += [fmt("hvp", n, h) for n, h in zip(inputs, hv)]
+            return out
+        execute()
+        out += aliases
         for n in order:
             out.append(fmt("value", n, env[n]))
         # Which ops saved a tensor that a later in-place write changed (what torch refuses).
@@ -837,8 +906,11 @@ def run_torch(text, clone_saved=False, clone_operands=False):
             return out
         gg = torch.autograd.grad(s, xs, allow_unused=True)
         out += [fmt("gradgrad", n, gi) for n, gi in zip(inputs, gg)]
-    except RuntimeError as e:
-        out.append(f"error {stage} " + " ".join(str(e).split()))
+    except Exception as e:  # torch.func refuses with other types too (NotImplementedError, ...)
+        if not (jvp or isinstance(e, RuntimeError)):
+            raise
+        kind = "" if isinstance(e, RuntimeError) else type(e).__name__ + ": "
+        out.append(f"error {stage} {kind}" + " ".join(str(e).split()))
     finally:
         hooks.__exit__(None, None, None)
     return out
@@ -917,7 +989,7 @@ def run_gs(runner, text):
         f.write(text)
         path = f.name
     try:
-        r = subprocess.run([runner, path], capture_output=True, text=True, timeout=60)
+        r = subprocess.run([runner] + ["--jvp"] * has_tangents(text) + [path], capture_output=True, text=True, timeout=60)
     finally:
         os.unlink(path)
     if r.returncode != 0:
@@ -948,6 +1020,9 @@ def judge(runner, text, tol, atol):
         if extension and th_err and "modified by an inplace operation" in th_err:
             extension, th_out = extension + " + saved tensor written", run_torch(text, True, True)
             th_err = first_error(th_out)
+    if th_err and not gs_err and has_tangents(text):
+        # torch.func refuses (no forward-mode formula, a transform limit): nothing to compare with.
+        return "torch refuses", [], th_out
     inputs = {l.split()[1] for l in text.splitlines() if l.startswith("input ")}
     problems = compare(gs_out, th_out, tol, atol, inputs)
     if any(kind == "alias" for kind, _ in problems):
@@ -958,7 +1033,15 @@ def judge(runner, text, tol, atol):
         return "mismatch", problems, th_out
     if extension:
         return f"agree where torch refuses ({extension})", [], th_out
+    if gs_err and th_err and has_tangents(text):  # the stage: values and tangents before it still compared
+        return f"both refused ({gs_err.split()[1]})", [], th_out
     return ("both refused" if gs_err and th_err else "agree"), [], th_out
+
+
+def refusal_reason(error_line):
+    """An error line without its variable parts (sizes, addresses), to count alike refusals together."""
+    words = error_line.split()[1:]
+    return " ".join(words[:14])
 
 
 def edge_table(runner):
@@ -1032,6 +1115,9 @@ def main():
     ap.add_argument("--indexing", action="store_true", help="also the indexing ops (index_select, gather, "
                     "scatter, scatter_add, index_add, masked_fill, masked_select, index_put and in-place forms) "
                     "with i64 indices and bool masks (`const` statements)")
+    ap.add_argument("--jvp", action="store_true", help="forward mode instead of backward: random tangents for "
+                    "the inputs that require grad; the tangent of every variable (torch.func.jvp) and the "
+                    "Hessian-vector product of the loss, forward-over-reverse (jvp of torch.func.grad)")
     ap.add_argument("--runner", default="build/tools/graph_runner")
     ap.add_argument("--edge-table", action="store_true", help="instead of random graphs: every unary op, pow "
                     "with scalar exponents, the binary ops and the reductions alone at each edge value "
@@ -1052,9 +1138,10 @@ def main():
     rng = random.Random(args.seed)
     counts, kinds = collections.Counter(), collections.Counter()
     written_saves = collections.Counter()  # ops whose tensor saved in torch was written later
+    refusals = collections.Counter()  # --jvp: why torch.func refused
     statements = 0
     for i in range(args.graphs):
-        text = Generator(rng, args.dtype, args.complex, args.edges, args.indexing).graph(args.size)
+        text = Generator(rng, args.dtype, args.complex, args.edges, args.indexing, args.jvp).graph(args.size)
         for l in text.splitlines():
             p = l.split()
             statements += p[0] in ("op", "inplace")
@@ -1067,15 +1154,19 @@ def main():
                 f.write(text)
             for kind, what in problems[:3]:
                 print(f"graph {i} ({path}): {kind}: {what}")
+        if category == "torch refuses":
+            refusals[refusal_reason(first_error(th_out))] += 1
         if "saved tensor written" in category:
             written_saves.update(l.split()[2] for l in th_out if l.startswith("note written-save"))
     print(f"\n{args.graphs} graphs ({args.dtype}{', complex' if args.complex else ''}{', edges' if args.edges else ''}"
-          f"{', indexing' if args.indexing else ''}, "
+          f"{', indexing' if args.indexing else ''}{', jvp' if args.jvp else ''}, "
           f"seed {args.seed}, "
           f"{statements} statements): " + ", ".join(f"{k} {v}" for k, v in counts.most_common()))
     if written_saves:
         print("where torch refused a saved tensor written in place, the ops that had saved it:",
               ", ".join(f"{k} {v}" for k, v in written_saves.most_common()))
+    if refusals:
+        print("torch refused:", "; ".join(f"{v}x {k}" for k, v in refusals.most_common()))
     print("statements by kind:", ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     return 1 if counts["mismatch"] else 0
 

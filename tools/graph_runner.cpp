@@ -11,6 +11,7 @@
 //                                              scatter_add_ index_add_ masked_fill_ index_put_
 //   loss NAME                                  the scalar that backward starts from
 //   probe NAME V...                            the direction u_i of input NAME for double backward
+//   tangent NAME V...                          the tangent v_i of input NAME (read with --jvp only)
 // Output, one line each, values in hex floats (complex as (re, im) pairs):
 //   alias NAME 0|1         whether a reshape / flatten / contiguous returned a view (or its input)
 //   value NAME V...        every variable after the whole program ran (views see later writes)
@@ -19,6 +20,12 @@
 //   error STAGE MESSAGE                        a gs::Error at STAGE (build, backward, double);
 //                                              the lines of the stages before it come first
 //                                              (no values when the build itself failed)
+// With --jvp (graph_runner --jvp PROGRAM) it runs forward mode instead of backward, twice:
+//   jvp: every input that requires grad is made dual with its tangent (gs::jvp's way: a primal
+//        without history); prints value and `tangent NAME V... | none` (J v) of every variable
+//   hvp: forward-over-reverse as gs::hvp, the inputs leaves that require grad made dual; prints
+//        `hvp NAME V... | none`: the tangent of d loss / d input, i.e. H v with v all the tangents
+//   errors are `error jvp ...` or `error hvp ...`.
 // Exit status 0 when the program was read (an error inside the graph is a result, not a failure),
 // 2 when it could not be read.
 #include <cstdio>
@@ -32,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/autograd/forward_ad.h"
 #include "engine/error.h"
 #include "engine/factory.h"
 #include "ops/indexing.h"
@@ -52,6 +60,12 @@ struct Program {
   std::vector<std::string> inputs;  // leaves that require grad
   std::map<std::string, Tensor> probes;
   std::string loss;
+  // --jvp: which pass (plain: the backward and double backward run), the inputs' tangents (read
+  // before the statements, since an input is made dual where it is defined) and, for hvp, the
+  // leaves the gradient is taken for (the program sees their dual aliases).
+  enum class Mode { plain, jvp, hvp } mode = Mode::plain;
+  std::map<std::string, std::vector<double>> tangents;
+  std::map<std::string, Tensor> leaves;
 };
 
 double number(const std::string& s) {
@@ -230,8 +244,18 @@ std::string one_line(std::string s) {
   return s;
 }
 
+// An input's tangent from its `tangent` line, of the input's shape and dtype.
+Tensor tangent_for(const Program& p, const std::string& name, const Tensor& input) {
+  auto it = p.tangents.find(name);
+  if (it == p.tangents.end()) throw std::runtime_error("--jvp: input '" + name + "' has no `tangent` line");
+  if (static_cast<int64_t>(it->second.size()) != input.numel())
+    throw std::runtime_error("--jvp: tangent of '" + name + "' has " + std::to_string(it->second.size()) +
+                             " values, its input " + std::to_string(input.numel()));
+  return values_tensor(it->second, input.sizes(), input.dtype());
+}
+
 // Reads the program, runs its forward statements; throws std::runtime_error for a malformed file.
-void run_forward(std::ifstream& in, Program& p) {
+void run_forward(std::istream& in, Program& p) {
   Runner r{p};
   std::string line;
   while (std::getline(in, line)) {
@@ -252,8 +276,10 @@ void run_forward(std::ifstream& in, Program& p) {
       }
       Tensor t = values_tensor(v, int_list(a.at(2)), real_dtype_named(a.at(1)));
       if (a.at(3) == "1") {
-        t.set_requires_grad(true);
         p.inputs.push_back(a.at(0));
+        if (p.mode != Program::Mode::jvp) t.set_requires_grad(true);
+        if (p.mode == Program::Mode::hvp) p.leaves[a.at(0)] = t;
+        if (p.mode != Program::Mode::plain) t = gs::forward_ad::make_dual(t, tangent_for(p, a.at(0), t));
       }
       p.vars[a.at(0)] = t;
       p.order.push_back(a.at(0));
@@ -267,7 +293,8 @@ void run_forward(std::ifstream& in, Program& p) {
       p.vars[a.at(0)] = gs::contiguous(t);
     } else if (kind == "op") {
       Tensor t = r.apply(a.at(1), Args(a.begin() + 2, a.end()));
-      if (a.at(1) == "reshape" || a.at(1) == "flatten" || a.at(1) == "contiguous")
+      // (not again in the hvp pass: it reruns the program the jvp pass printed them for)
+      if ((a.at(1) == "reshape" || a.at(1) == "flatten" || a.at(1) == "contiguous") && p.mode != Program::Mode::hvp)
         std::printf("alias %s %d\n", a.at(0).c_str(), int(t.is_view() || t.is_same(r.var(a.at(2)))));
       p.vars[a.at(0)] = t;
       p.order.push_back(a.at(0));
@@ -275,27 +302,86 @@ void run_forward(std::ifstream& in, Program& p) {
       r.apply_inplace(a.at(0), Args(a.begin() + 1, a.end()));
     } else if (kind == "loss") {
       p.loss = a.at(0);
+    } else if (kind == "tangent") {
+      continue;  // read before the statements (read_tangents); ignored without --jvp
     } else {
       throw std::runtime_error("unknown statement '" + kind + "'");
     }
   }
 }
 
+// The `tangent` lines of a program, by input name.
+std::map<std::string, std::vector<double>> read_tangents(const std::string& text) {
+  std::map<std::string, std::vector<double>> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream ls(line);
+    std::string kind, name;
+    if (!(ls >> kind >> name) || kind != "tangent") continue;
+    for (std::string v; ls >> v;) out[name].push_back(number(v));
+  }
+  return out;
+}
+
+// --jvp: J v of every variable, then H v of the loss (forward-over-reverse); `stage` names the pass
+// an error comes from.
+void run_dual(const std::string& text, const char*& stage) {
+  stage = "jvp";
+  Program p;
+  p.mode = Program::Mode::jvp;
+  p.tangents = read_tangents(text);
+  {
+    gs::forward_ad::DualLevel level;
+    std::istringstream in(text);
+    run_forward(in, p);
+    for (const auto& name : p.order) print_values("value", name, p.vars.at(name));
+    for (const auto& name : p.order) print_values("tangent", name, gs::forward_ad::tangent_of(p.vars.at(name)));
+  }
+  if (p.loss.empty() || p.inputs.empty()) return;
+  stage = "hvp";
+  Program q;
+  q.mode = Program::Mode::hvp;
+  q.tangents = std::move(p.tangents);
+  gs::forward_ad::DualLevel level;
+  gs::GradModeGuard on(true);
+  std::istringstream in(text);
+  run_forward(in, q);
+  std::vector<Tensor> leaves;
+  for (const auto& name : q.inputs) leaves.push_back(q.leaves.at(name));
+  gs::GradOptions options;
+  options.create_graph = true;  // the reverse pass's ops carry the tangents forward
+  options.allow_unused = true;
+  // A loss without history does not depend on the inputs: H v = 0 (torch.func.grad's zeros; gs::grad
+  // and gs::hvp refuse such a root).
+  const Tensor& loss = q.vars.at(q.loss);
+  const auto g = loss.requires_grad() ? gs::grad({loss}, leaves, {}, options) : std::vector<Tensor>(leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i)
+    print_values("hvp", q.inputs[i], g[i].defined() ? gs::forward_ad::tangent_of(g[i]) : Tensor());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: graph_runner PROGRAM\n");
+  const bool dual = argc == 3 && std::string(argv[1]) == "--jvp";
+  if (argc != 2 && !dual) {
+    std::fprintf(stderr, "usage: graph_runner [--jvp] PROGRAM\n");
     return 2;
   }
-  std::ifstream in(argv[1]);
-  if (!in) {
-    std::fprintf(stderr, "graph_runner: cannot open '%s'\n", argv[1]);
+  std::ifstream file(argv[argc - 1]);
+  if (!file) {
+    std::fprintf(stderr, "graph_runner: cannot open '%s'\n", argv[argc - 1]);
     return 2;
   }
+  std::stringstream whole;
+  whole << file.rdbuf();
   Program p;
   const char* stage = "build";
   try {
+    if (dual) {
+      run_dual(whole.str(), stage);
+      return 0;
+    }
+    std::istringstream in(whole.str());
     run_forward(in, p);
     for (const auto& name : p.order) print_values("value", name, p.vars.at(name));
     std::vector<Tensor> xs;

@@ -51,21 +51,52 @@ bool parallel(const Tensor& tangent, const Tensor& primal) {
          tangent.storage()->nbytes() >= primal.storage()->nbytes() && tangent.device() == primal.device();
 }
 
-// `tangent`'s values laid out as `primal` (parallel), copied when they are not already. A tangent
-// that carries reverse-mode history is kept as it is (a copy would drop the history).
+// `placed` (equal in value to `value`) given `value`'s reverse-mode history: a handle on placed's
+// storage whose grad_fn is value's (or its leaf accumulator). Lets a tangent keep both the parallel
+// layout its views alias and the history reverse-over-forward differentiates.
+Tensor with_history(const Tensor& placed, const Tensor& value) {
+  if (!value.requires_grad()) return placed;
+  auto impl = std::make_shared<TensorImpl>(placed.storage(), placed.sizes(), placed.strides(), placed.offset(),
+                                           placed.dtype());
+  const Edge e = gradient_edge(value);
+  auto& m = impl->meta();
+  m.requires_grad = true;
+  m.grad_fn = e.fn;
+  m.output_nr = e.output_nr;
+  m.history_version = placed.version();
+  return Tensor(impl);
+}
+
+// `tangent`'s values laid out as `primal` (parallel), copied when they are not already, with the
+// tangent's history.
 Tensor laid_out_like(const Tensor& primal, const Tensor& tangent) {
-  if (parallel(tangent, primal) || tangent.requires_grad()) return tangent;
+  if (parallel(tangent, primal)) return tangent;
   const int64_t storage_elems = static_cast<int64_t>(primal.storage()->nbytes() / dtype_size(primal.dtype()));
   Tensor buffer = zeros({storage_elems}, tangent.dtype(), primal.device());
   Tensor placed = alias_with_geometry(buffer, primal.sizes(), primal.strides(), primal.offset());
   copy_values(placed, tangent);
-  return placed;
+  return with_history(placed, tangent);
+}
+
+// Where `view`'s elements sit in `base`'s (both tangents' geometry, gradient dtypes).
+ViewRelation tangent_relation(const Tensor& view, const Tensor& base) {
+  return {base.sizes(), base.strides(), base.offset(), base.dtype(),
+          view.sizes(), view.strides(), view.offset(), view.dtype()};
 }
 
 // The tangent of `view` from the tangent of the tensor whose storage it shares (element for
 // element: a bf16 view's tangent is the f32 view at the same element positions).
+// A base tangent with history gives a view with history (reverse mode sees a view op).
 Tensor view_of_tangent(const Tensor& base_tangent, const Tensor& view) {
-  return alias_with_geometry(base_tangent, view.sizes(), view.strides(), view.offset(), gradient_dtype(view.dtype()));
+  Tensor v = alias_with_geometry(base_tangent, view.sizes(), view.strides(), view.offset(), gradient_dtype(view.dtype()));
+  if (!base_tangent.requires_grad() || !recording_enabled()) return v;
+  const ViewRelation r = tangent_relation(v, base_tangent);
+  auto node = std::make_shared<FunctionNode>("tangent_view", [r](BackwardContext&, const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{gradient_arithmetic().view_to_base(g[0], r)};
+  });
+  PauseGuard pause;
+  connect_node(node, {base_tangent}, {&v}, {}, {});
+  return v;
 }
 
 bool same_storage(const Tensor& a, const Tensor& b) {
@@ -151,27 +182,42 @@ std::vector<Tensor> derived_jvp(Node& node, const std::vector<Tensor>& tangents,
   return out;
 }
 
-// Writes an in-place op's new tangent into `self`'s tangent, so views that alias it see it.
+// Writes an in-place op's new tangent into `self`'s tangent storage, so views that alias it see
+// the values. With history (reverse-over-forward, or forward-over-reverse of a primal that
+// requires grad), self's tangent takes the new value's history, and a base whose tangent the view
+// aliases gets a copy_slices-like history (outside the view its old one, inside the value's).
 void write_tangent_inplace(const Tensor& self, const Tensor& value) {
   Tensor current = tangent_of(self);
-  if (current.defined() && !value.requires_grad() && !current.requires_grad()) {
-    copy_values(current, value);
-    return;
-  }
-  if (self.is_view() && !self.impl()->detached_alias && !value.requires_grad()) {
+  const bool view = self.is_view() && !self.impl()->detached_alias;
+  if (!current.defined() || !parallel(current, self)) {
+    if (!view) {
+      set_own_tangent(self, laid_out_like(self, value));
+      return;
+    }
     // A view gaining a tangent gives its base one (zero outside the view), as PyTorch.
     Tensor base = self.view_base();
-    Tensor base_tangent = own_tangent(base.impl());
-    if (!base_tangent.defined()) {
-      base_tangent = laid_out_like(base, zeros(base.sizes(), gradient_dtype(base.dtype()), base.device()));
-      set_own_tangent(base, base_tangent);
-    }
-    Tensor mine = view_of_tangent(base_tangent, self);
-    copy_values(mine, value);
-    set_own_tangent(self, mine);
-    return;
+    if (!own_tangent(base.impl()).defined())
+      set_own_tangent(base, laid_out_like(base, zeros(base.sizes(), gradient_dtype(base.dtype()), base.device())));
+    current = view_of_tangent(own_tangent(base.impl()), self);
   }
-  set_own_tangent(self, laid_out_like(self, value));
+  copy_values(current, value);
+  set_own_tangent(self, with_history(current, value));
+  if (!view || !value.requires_grad() || !recording_enabled()) return;
+  Tensor base = self.view_base();
+  Tensor base_tangent = own_tangent(base.impl());
+  if (!base_tangent.defined() || !base_tangent.storage() || base_tangent.storage().get() != current.storage().get())
+    return;
+  const ViewRelation r = tangent_relation(current, base_tangent);
+  auto node = std::make_shared<FunctionNode>("tangent_copy_slices", [r](BackwardContext&, const std::vector<Tensor>& g) {
+    const auto& a = gradient_arithmetic();
+    return std::vector<Tensor>{a.view_complement(g[0], r), a.view_from_base(g[0], r)};
+  });
+  Tensor rebased = alias_with_geometry(base_tangent, base_tangent.sizes(), base_tangent.strides(), base_tangent.offset());
+  {
+    PauseGuard pause;
+    connect_node(node, {base_tangent, value}, {&rebased}, {}, {});
+  }
+  set_own_tangent(base, rebased);
 }
 
 // Saved outputs are stored as separate handles (node.h): give them the output's tangent, so a
@@ -314,8 +360,7 @@ void propagate_tangents(const std::shared_ptr<Node>& node, const std::vector<Ten
     }
     if (!inplace)
       for (size_t i = 0; i < inputs.size() && !done[j]; ++i)
-        if (tangents[i].defined() && same_storage(out, inputs[i]) && parallel(tangents[i], inputs[i]) &&
-            !tangents[i].requires_grad()) {
+        if (tangents[i].defined() && same_storage(out, inputs[i]) && parallel(tangents[i], inputs[i])) {
           set_own_tangent(out, view_of_tangent(tangents[i], out));
           share_with_saved_outputs(*node, static_cast<uint32_t>(j), own_tangent(out.impl()));
           done[j] = true;

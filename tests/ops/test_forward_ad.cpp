@@ -277,3 +277,39 @@ TEST_CASE("jvpcheck: fails on a wrong JVP rule, and passes the derived one") {
   CHECK(rep.failure.find("JVP mismatch at output value 0") != std::string::npos);
   CHECK(rep.detail == "view 0, written 1, diagonal 0, derived 0");
 }
+
+TEST_CASE("forward AD: regressions found by diff_autograd --jvp against torch.func") {
+  {
+    // add with one tangent gives the output its own tangent: an in-place write on the output
+    // must not change the input's.
+    fad::DualLevel level;
+    Tensor x = fad::make_dual(vec({-0.5}), vec({1}));
+    Tensor y = gs::sigmoid(x);
+    Tensor z = gs::add(y, 0.25);
+    const double dy = fad::tangent_of(y).to_vector<double>()[0];
+    gs::mul_(z, 2.0);
+    CHECK(fad::tangent_of(y).to_vector<double>()[0] == dy);
+    CHECK(fad::tangent_of(z).to_vector<double>()[0] == doctest::Approx(2 * dy));
+  }
+  {
+    // std of a constant line: tangent 0 (torch's), not 0 / 0.
+    auto r = gs::jvp([](const std::vector<Tensor>& in) { return std::vector<Tensor>{gs::std(in[0], {0}, 1, false)}; },
+                     {vec({0.5, 0.5})}, {vec({0.25, -1})});
+    CHECK(r.tangents[0].to_vector<double>()[0] == 0.0);
+  }
+  {
+    // H v through an in-place write into a view (forward-over-reverse: the tangents carry history,
+    // and the view's tangent must still alias its base's). y = atan(x); y[None] += w;
+    // loss = sum(y * y); v = (0 for x, 1 for w): H v = (2 / (1 + x^2), 2), torch: (1.6, 2).
+    Tensor x = vec({0.5}).set_requires_grad(true), w = gs::from_vector(std::vector<double>{0.25}, {1, 1}).set_requires_grad(true);
+    fad::DualLevel level;
+    Tensor xd = fad::make_dual(x, vec({0})), wd = fad::make_dual(w, gs::ones({1, 1}, gs::DType::f64));
+    Tensor y = gs::atan(xd);
+    Tensor yv = gs::unsqueeze(y, 0);
+    gs::add_(yv, wd);
+    Tensor loss = gs::sum(gs::mul(y, y));
+    auto g = gs::grad({loss}, {x, w}, {}, {.create_graph = true});
+    CHECK(fad::tangent_of(g[0]).to_vector<double>()[0] == doctest::Approx(2.0 / (1 + 0.25)));
+    CHECK(fad::tangent_of(g[1]).to_vector<double>()[0] == doctest::Approx(2.0));
+  }
+}
