@@ -147,6 +147,7 @@ Tensor hvp(const ScalarFn& f, const Tensor& x, const Tensor& v) {
   Tensor y = f(dual);
   GS_CHECK(y.defined() && y.numel() == 1, "hvp: the function must return one element, got {}",
            y.defined() ? y.meta_str() : "undefined");
+  if (!y.requires_grad()) return zeros_like_value(x);  // f does not depend on x (torch.func: zeros)
   GradOptions options;
   options.create_graph = true;  // the reverse pass's ops carry v's tangent forward
   options.allow_unused = true;

@@ -224,6 +224,8 @@ TEST_CASE("function transforms: hessian and hvp (forward-over-reverse) equal the
   Tensor g = gs::grad({f(leaf)}, {leaf}, {}, {.create_graph = true})[0];
   Tensor hv_rr = gs::grad({gs::sum(gs::mul(g, v))}, {leaf})[0];
   check_values(hv, hv_rr.to_vector<double>(), 1e-12);
+  // A function that does not depend on x: zeros (as torch.func).
+  check_values(gs::hvp([](const Tensor&) { return gs::full({}, 2.0, gs::DType::f64); }, x, v), {0, 0, 0});
 }
 
 TEST_CASE("forward AD: tangents are differentiable (reverse-over-forward)") {
