@@ -314,8 +314,12 @@ TEST_CASE("spatial parity: the seed's regression shape (NoiseConditionedSFNO, em
 // this with the replica checker on, which fails any collective a rank issues out of order).
 TEST_CASE("spatial parity: activation checkpointing (blocks; rollout steps after 1) equals one process") {
   using Mode = ActivationCheckpointing::Mode;
+  // At 4 ranks (CI's slowest suite on 2 cores) only the grid split in both directions, which 2
+  // and 3 ranks do not have; 3 ranks run it under the replica checker too.
+  const bool four = dist::world_communicator()->size() == 4;
   gs::test::for_each_grid([&](const ProcessGrid& g) {
     if (g.h_size() == 1 && g.w_size() == 1) return;  // no spatial collectives to replay
+    if (four && (g.h_size() == 1 || g.w_size() == 1)) return;
     for (auto [net, mode] : {std::pair{Net::noise_gaussian, Mode::blocks}, std::pair{Net::sfno, Mode::rollout_steps_after}}) {
       Case c{net, "equiangular", 9, 18, DType::f64, 2};
       CAPTURE(c.label());
