@@ -75,15 +75,9 @@ class PauseGuard {
 // For an op that computes its value from other ops before recording its own node: no history and
 // no tangents for the intermediate steps (the op's node gives the output both).
 class PrimalOnlyGuard {
- public:
-  PrimalOnlyGuard() : grad_(GradMode::enabled()) { GradMode::set_enabled(false); }
-  ~PrimalOnlyGuard() { GradMode::set_enabled(grad_); }
-  PrimalOnlyGuard(const PrimalOnlyGuard&) = delete;
-  PrimalOnlyGuard& operator=(const PrimalOnlyGuard&) = delete;
-
  private:
-  bool grad_;
-  PauseGuard pause_;
+  NoGradGuard no_history_;
+  PauseGuard no_tangents_;
 };
 
 // How many output tangents each kind of rule produced since the last reset (tests, bench).
