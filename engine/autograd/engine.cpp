@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <atomic>
+#include <deque>
 #include <queue>
 #include <tuple>
 
@@ -82,7 +83,10 @@ Tensor validate_gradient(const Node& node, size_t i, Tensor g) {
 
 struct NodeTask {
   Node* node;
-  bool operator<(const NodeTask& o) const { return node->sequence_nr() < o.node->sequence_nr(); }
+  bool operator<(const NodeTask& o) const {
+    if (node->runs_when_ready != o.node->runs_when_ready) return o.node->runs_when_ready;
+    return node->sequence_nr() < o.node->sequence_nr();
+  }
 };
 
 // Targets of grad(): for each captured (node, slot), the index into the result vector.
@@ -117,6 +121,14 @@ struct PassScope {
       }
   }
   std::vector<std::pair<Node*, Node::PassState>> stashed;
+};
+
+// Where defer_gradients() puts its request: the rule running on this thread, if any.
+thread_local std::optional<DeferredGradients>* t_deferral = nullptr;
+struct DeferralScope {
+  explicit DeferralScope(std::optional<DeferredGradients>& slot) : saved(t_deferral) { t_deferral = &slot; }
+  ~DeferralScope() { t_deferral = saved; }
+  std::optional<DeferredGradients>* saved;
 };
 
 // One run of the engine over the graph below `root`, in the phases execute() calls in order.
@@ -186,17 +198,35 @@ class BackwardPass {
   }
 
   // 3. Run: ready nodes, highest sequence number first.
+  //    A rule that deferred its gradients (defer_gradients) has them handed on once nothing else
+  //    is ready, in the order the rules ran.
   void run_ready_nodes() {
     ready_.push({root_.get()});
-    while (!ready_.empty()) {
+    while (!ready_.empty() || !deferred_.empty()) {
+      if (ready_.empty()) {
+        auto [node, d] = std::move(deferred_.front());
+        deferred_.pop_front();
+        hand_on(*node, d.finish());
+        continue;
+      }
       Node* n = ready_.top().node;
       ready_.pop();
-      // The node's rule, and the sums of the gradients it hands on, run on its stream.
-      std::optional<cuda::StreamGuard> on_stream;
-      if (const std::optional<cuda::Stream> stream = streams_.enter(*n)) on_stream.emplace(*stream);
-      std::vector<Tensor> grads = take_gradients(*n);
-      if (!n->pass_state.runs) continue;
-      hand_on(*n, run_rule(*n, std::move(grads)));
+      {
+        // The node's rule, and the sums of the gradients it hands on, run on its stream.
+        std::optional<cuda::StreamGuard> on_stream;
+        if (const std::optional<cuda::Stream> stream = streams_.enter(*n)) on_stream.emplace(*stream);
+        std::vector<Tensor> grads = take_gradients(*n);
+        if (!n->pass_state.runs) continue;
+        std::optional<DeferredGradients> deferred;
+        std::vector<Tensor> outs = run_rule(*n, std::move(grads), deferred);
+        if (deferred) {
+          deferred_.emplace_back(n, std::move(*deferred));
+        } else {
+          hand_on(*n, outs);
+        }
+      }
+      for (auto& [node, d] : deferred_)
+        if (d.progress) d.progress();
     }
   }
 
@@ -227,12 +257,12 @@ class BackwardPass {
   }
 
   // n's backward rule, with zeros for the gradients that did not arrive; nothing when none did.
-  std::vector<Tensor> run_rule(Node& n, std::vector<Tensor> grads) {
+  std::vector<Tensor> run_rule(Node& n, std::vector<Tensor> grads, std::optional<DeferredGradients>& deferred) {
     bool any = &n == root_.get();
     for (auto& g : grads) any |= g.defined();
     if (!any) return {};
     for (uint32_t s = 0; s < grads.size(); ++s)
-      if (!grads[s].defined()) {
+      if (!grads[s].defined() && n.materialize_grads) {
         const auto& m = n.output_meta[s];
         grads[s] = zeros(m.sizes, m.dtype, m.device);
       }
@@ -242,6 +272,7 @@ class BackwardPass {
       // the ops it happens to use (on saved inputs, say) would give its outputs a history, a
       // double backward would silently follow it, and the refusing guard below would be moot.
       GradModeGuard rule_mode(create_graph_ && !n.once_differentiable);
+      DeferralScope scope(deferred);
       outs = n.apply(std::move(grads));
     } catch (const Error& e) {
       // Name the failing node once: errors raised by the node's own checks (saved tensors) name it already.
@@ -303,6 +334,7 @@ class BackwardPass {
   PassScope scope_;  // first in, last out: gives shared nodes their state back after everything else
   std::vector<Node*> nodes_;
   std::priority_queue<NodeTask> ready_;
+  std::deque<std::pair<Node*, DeferredGradients>> deferred_;
   BackwardStreams streams_;
 };
 
@@ -398,6 +430,13 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     }
   }
   return cap.grads;
+}
+
+void defer_gradients(DeferredGradients deferred) {
+  GS_CHECK(t_deferral != nullptr, "defer_gradients: can only be called from a backward rule the engine is running");
+  GS_CHECK(deferred.finish, "defer_gradients: expected a finish function");
+  GS_CHECK(!t_deferral->has_value(), "defer_gradients: this rule has already deferred its gradients");
+  *t_deferral = std::move(deferred);
 }
 
 void queue_backward_callback(std::function<void()> fn) {

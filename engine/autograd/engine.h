@@ -30,6 +30,18 @@ struct GradOptions {
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, GradOptions options = {});
 
+// For a backward rule that starts asynchronous work (a collective): called from inside the rule,
+// it asks the engine to hand on the gradients `finish()` returns instead of what the rule returned.
+// The engine runs every other ready node first, calling `progress()` after each (MPI moves a
+// non-blocking collective only while it is called), and calls `finish()` once nothing else is
+// ready, in the order the rules deferred. Deterministic: what runs when does not depend on how fast
+// the work completes, so every rank of a job runs its nodes in the same order.
+struct DeferredGradients {
+  std::function<std::vector<Tensor>()> finish;
+  std::function<void()> progress;
+};
+void defer_gradients(DeferredGradients deferred);
+
 // Queues a callback to run once the current backward pass has finished (only during backward).
 void queue_backward_callback(std::function<void()> fn);
 

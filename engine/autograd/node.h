@@ -111,6 +111,14 @@ class Node : public std::enable_shared_from_this<Node> {
   // Set by ops whose backward is not itself differentiable: asking for create_graph through
   // them makes the gradient's own backward throw.
   bool once_differentiable = false;
+  // false: gradients that did not arrive for an output reach apply() undefined instead of as zeros
+  // (torch's ctx.set_materialize_grads(False)): a node that must tell "no gradient" from a zero
+  // one (the gradient reducer: a parameter without a gradient keeps .grad undefined).
+  bool materialize_grads = true;
+  // true: runs as soon as it is ready, before nodes recorded later (the engine otherwise runs the
+  // most recently recorded ready node first). The gradient reducer's nodes are recorded before the
+  // forward pass, yet should start their collectives the moment their last gradient arrives.
+  bool runs_when_ready = false;
   // The CUDA stream the forward op ran on (set when an output is a CUDA tensor): its backward runs
   // there too, so it is ordered after the forward work it reads.
   std::optional<cuda::Stream> forward_stream;
