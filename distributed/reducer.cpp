@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "distributed/reducer_state.h"
 #include "distributed/replica_check.h"
 #include "engine/autograd/engine.h"
 #include "engine/autograd/forward_ad.h"
@@ -29,16 +30,6 @@ Group reduction_group(const Distribution& d) {
 
 namespace {
 
-struct Bucket {
-  Group group = Group::world;
-  DType dtype = DType::f32;
-  std::vector<int> params;
-  int64_t elems = 0;  // gradient elements; one flag per parameter follows them in `flat`
-  int ready = 0;
-  Tensor flat;
-  WorkHandle work;
-};
-
 void check_parameters(const std::vector<ReducedParameter>& params) {
   for (size_t i = 0; i < params.size(); ++i) {
     const auto& p = params[i];
@@ -63,154 +54,192 @@ void check_parameters(const std::vector<ReducedParameter>& params) {
 
 }  // namespace
 
-struct GradientReducer::State : std::enable_shared_from_this<State> {
-  ProcessGrid grid;
-  std::vector<ReducedParameter> params;
-  ReducerOptions options;
-  std::vector<Bucket> buckets;
-  std::vector<int> bucket_of;
-  std::vector<char> ready;
-  std::vector<int> observed;  // ready order of the first reduced pass
-  bool rebuilt = false, reduce_next = true, in_pass = false, dead = false;
-  size_t next_launch = 0;
-  ReducerStats stats;
+// ---- buckets (both modes)
 
-  void build(const std::vector<int>& order) {
-    buckets.clear();
-    bucket_of.assign(params.size(), -1);
-    std::map<std::pair<int, int>, int> open;  // (group, dtype) -> bucket index
-    for (int k : order) {
-      const auto& p = params[k];
-      std::pair<int, int> key{int(reduction_group(p.distribution)), int(p.tensor.dtype())};
-      auto it = open.find(key);
-      if (it == open.end()) {
-        Bucket b;
-        b.group = reduction_group(p.distribution);
-        b.dtype = p.tensor.dtype();
-        buckets.push_back(std::move(b));
-        it = open.emplace(key, static_cast<int>(buckets.size()) - 1).first;
-      }
-      Bucket& b = buckets[it->second];
-      b.params.push_back(k);
-      b.elems += p.tensor.numel();
-      bucket_of[k] = it->second;
-      if (static_cast<size_t>(b.elems) * dtype_size(b.dtype) >= options.bucket_bytes) open.erase(it);
+void GradientReducer::State::build(const std::vector<int>& order) {
+  buckets.clear();
+  bucket_of.assign(params.size(), -1);
+  std::map<std::pair<int, int>, int> open;  // (group, dtype) -> bucket index
+  for (int k : order) {
+    const auto& p = params[k];
+    std::pair<int, int> key{int(reduction_group(p.distribution)), int(p.tensor.dtype())};
+    auto it = open.find(key);
+    if (it == open.end()) {
+      ReducerBucket b;
+      b.group = reduction_group(p.distribution);
+      b.dtype = p.tensor.dtype();
+      buckets.push_back(std::move(b));
+      it = open.emplace(key, static_cast<int>(buckets.size()) - 1).first;
     }
+    ReducerBucket& b = buckets[it->second];
+    b.params.push_back(k);
+    b.elems += p.tensor.numel();
+    bucket_of[k] = it->second;
+    if (static_cast<size_t>(b.elems) * dtype_size(b.dtype) >= options.bucket_bytes) open.erase(it);
   }
+  launch_order.clear();
+  for (size_t b = 0; b < buckets.size(); ++b) launch_order.push_back(static_cast<int>(b));
+}
 
-  void on_ready(int k) {
-    if (dead) return;
-    if (!in_pass) {
-      in_pass = true;
-      std::weak_ptr<State> weak = shared_from_this();
-      queue_backward_callback([weak] {
-        if (auto s = weak.lock()) s->finish();
-      });
+void GradientReducer::State::fill(size_t bi, const std::vector<Tensor>& grads) {
+  forward_ad::PrimalOnlyGuard ng;
+  ReducerBucket& b = buckets[bi];
+  const int64_t n = static_cast<int64_t>(b.params.size());
+  const Device device = params[b.params[0]].tensor.device();
+  b.flat = zeros({b.elems + n}, b.dtype, device);
+  int64_t off = 0;
+  std::vector<double> flags;
+  for (int64_t q = 0; q < n; ++q) {
+    const Tensor& t = params[b.params[q]].tensor;
+    const Tensor& g = grads[static_cast<size_t>(q)];
+    if (g.defined()) {
+      GS_CHECK(g.sizes() == t.sizes() && g.dtype() == t.dtype(),
+               "GradientReducer: the gradient of parameter '{}' is {}, expected the parameter's {}",
+               params[b.params[q]].name, g.meta_str(), t.meta_str());
+      copy_values(narrow(b.flat, 0, off, t.numel()), reshape(g.detach(), {t.numel()}));
     }
-    if (!reduce_next || ready[k]) return;
-    ready[k] = 1;
-    if (!rebuilt) observed.push_back(k);
-    buckets[bucket_of[k]].ready++;
-    launch_ready_in_order(/*in_backward=*/true);
-    // Drive MPI's progress on what is in flight (MPI progresses non-blocking collectives only
-    // while it is called).
-    for (size_t b = 0; b < next_launch; ++b)
-      if (buckets[b].work) buckets[b].work->test();
+    flags.push_back(g.defined() ? 1.0 : 0.0);
+    off += t.numel();
   }
+  copy_values(narrow(b.flat, 0, b.elems, n), to_device_copy(from_vector(flags), device));
+}
 
-  void launch_ready_in_order(bool in_backward) {
-    while (next_launch < buckets.size() &&
-           buckets[next_launch].ready == static_cast<int>(buckets[next_launch].params.size())) {
-      launch(next_launch++, in_backward);
-    }
-  }
+void GradientReducer::State::start(size_t bi, bool in_backward) {
+  ReducerBucket& b = buckets[bi];
+  b.work = grid.comm(b.group)->all_reduce_async(b.flat, ReduceOp::sum);
+  stats.buckets_launched++;
+  stats.bytes_reduced += static_cast<int64_t>(b.flat.numel() * dtype_size(b.dtype));
+  if (in_backward) stats.launched_in_backward++;
+}
 
-  void launch(size_t bi, bool in_backward) {
-    forward_ad::PrimalOnlyGuard ng;
-    Bucket& b = buckets[bi];
-    const int64_t n = static_cast<int64_t>(b.params.size());
-    const Device device = params[b.params[0]].tensor.device();
-    b.flat = zeros({b.elems + n}, b.dtype, device);
-    int64_t off = 0;
-    std::vector<double> flags;
-    for (int64_t q = 0; q < n; ++q) {
-      const Tensor& t = params[b.params[q]].tensor;
-      Tensor g = t.grad();
-      if (g.defined()) {
-        GS_CHECK(g.sizes() == t.sizes() && g.dtype() == t.dtype(),
-                 "GradientReducer: the .grad of parameter '{}' is {}, expected the parameter's {}",
-                 params[b.params[q]].name, g.meta_str(), t.meta_str());
-        copy_values(narrow(b.flat, 0, off, t.numel()), reshape(g.detach(), {t.numel()}));
-      }
-      flags.push_back(g.defined() ? 1.0 : 0.0);
-      off += t.numel();
+void GradientReducer::State::launch_ready_in_order(bool in_backward) {
+  while (next_launch < launch_order.size()) {
+    const size_t bi = static_cast<size_t>(launch_order[next_launch]);
+    ReducerBucket& b = buckets[bi];
+    const bool complete = options.mode == ReducerMode::hooks ? b.ready == static_cast<int>(b.params.size())
+                                                             : b.arrived || b.recorded || b.flushed;
+    if (!complete) break;
+    if (options.mode == ReducerMode::hooks) {
+      std::vector<Tensor> grads;
+      for (int k : b.params) grads.push_back(params[k].tensor.grad());
+      fill(bi, grads);
     }
-    copy_values(narrow(b.flat, 0, b.elems, n), to_device_copy(from_vector(flags), device));
-    b.work = grid.comm(b.group)->all_reduce_async(b.flat, ReduceOp::sum);
-    stats.buckets_launched++;
-    stats.bytes_reduced += static_cast<int64_t>(b.flat.numel() * dtype_size(b.dtype));
-    if (in_backward) stats.launched_in_backward++;
+    if (!b.recorded) start(bi, in_backward);
+    next_launch++;
   }
+}
 
-  void finish() {
-    in_pass = false;
-    if (dead) return;
-    if (!reduce_next) {
-      reduce_next = true;
-      return;
-    }
-    // Parameters that got no gradient this pass still take part (zeros), in bucket order.
-    for (auto& b : buckets) b.ready = static_cast<int>(b.params.size());
-    launch_ready_in_order(false);
-    forward_ad::PrimalOnlyGuard ng;
-    const int64_t D = grid.data_size();
-    for (auto& b : buckets) {
-      b.work->wait();
-      b.work.reset();
-      int64_t off = 0;
-      const int64_t n = static_cast<int64_t>(b.params.size());
-      auto flags = cast_copy(narrow(b.flat, 0, b.elems, n), DType::f64).to_vector<double>();
-      for (int64_t q = 0; q < n; ++q) {
-        const auto& p = params[b.params[q]];
-        const int64_t numel = p.tensor.numel();
-        Tensor piece = reshape(narrow(b.flat, 0, off, numel), p.tensor.sizes());
-        off += numel;
-        if (flags[q] < 0.5) continue;  // no rank had a gradient: leave .grad undefined
-        if (D > 1) piece = mul(piece, 1.0 / static_cast<double>(D));
-        Tensor g = p.tensor.grad();
-        if (g.defined()) {
-          copy_values(g, piece);
-          bump_version(g);
-        } else {
-          p.tensor.set_grad(contiguous_copy(piece, true));
-        }
-        maybe_check_replicated(p.tensor.grad(), *grid.comm(b.group),
-                               fmt::format("the reduced gradient of parameter '{}'", p.name));
-      }
-      b.flat = Tensor();
-    }
-    stats.passes++;
-    std::fill(ready.begin(), ready.end(), 0);
-    next_launch = 0;
-    for (auto& b : buckets) b.ready = 0;
-    if (!rebuilt) rebuild_from_rank0_order();
-  }
+void GradientReducer::State::progress() {
+  for (size_t pos = 0; pos < next_launch; ++pos)
+    if (auto& w = buckets[static_cast<size_t>(launch_order[pos])].work) w->test();
+}
 
-  // Rank 0's observed ready order, shared so every rank builds the same buckets.
-  void rebuild_from_rank0_order() {
-    std::vector<int64_t> order(observed.begin(), observed.end());
-    std::vector<char> seen(params.size(), 0);
-    for (int k : observed) seen[k] = 1;
-    for (size_t k = 0; k < params.size(); ++k)
-      if (!seen[k]) order.push_back(static_cast<int64_t>(k));
-    Tensor t = from_vector(order);
-    grid.comm(Group::world)->broadcast(t, 0);
-    std::vector<int> o;
-    for (auto v : t.to_vector<int64_t>()) o.push_back(static_cast<int>(v));
-    build(o);
-    rebuilt = true;
+std::vector<Tensor> GradientReducer::State::take_reduced(size_t bi) {
+  forward_ad::PrimalOnlyGuard ng;
+  ReducerBucket& b = buckets[bi];
+  b.work->wait();
+  b.work.reset();
+  const int64_t n = static_cast<int64_t>(b.params.size());
+  const auto flags = cast_copy(narrow(b.flat, 0, b.elems, n), DType::f64).to_vector<double>();
+  std::vector<Tensor> out;
+  int64_t off = 0;
+  for (int64_t q = 0; q < n; ++q) {
+    const Tensor& t = params[b.params[q]].tensor;
+    // Undefined where no rank had a gradient: .grad stays undefined, as in one process.
+    out.push_back(flags[q] < 0.5 ? Tensor() : reshape(narrow(b.flat, 0, off, t.numel()), t.sizes()));
+    off += t.numel();
   }
-};
+  b.flat = Tensor();
+  return out;
+}
+
+void GradientReducer::State::store_reduced(size_t bi, const std::vector<Tensor>& reduced) {
+  forward_ad::PrimalOnlyGuard ng;
+  const ReducerBucket& b = buckets[bi];
+  for (size_t q = 0; q < reduced.size(); ++q) {
+    if (!reduced[q].defined()) continue;
+    const auto& p = params[b.params[q]];
+    Tensor g = p.tensor.grad();
+    if (g.defined()) {
+      // Hook mode: .grad held this rank's part, which the reduced value replaces. Tape mode (a
+      // bucket whose node did not run): what backward had not touched, so the reduced value adds.
+      copy_values(g, options.mode == ReducerMode::hooks ? reduced[q] : add(g.detach(), reduced[q]));
+      bump_version(g);
+    } else {
+      p.tensor.set_grad(contiguous_copy(reduced[q], true));
+    }
+    maybe_check_replicated(p.tensor.grad(), *grid.comm(b.group),
+                           fmt::format("the reduced gradient of parameter '{}'", p.name));
+  }
+}
+
+void GradientReducer::State::end_pass_bookkeeping() {
+  stats.passes++;
+  std::fill(ready.begin(), ready.end(), 0);
+  next_launch = 0;
+  for (auto& b : buckets) {
+    b.ready = 0;
+    b.arrived = b.recorded = b.flushed = false;
+  }
+}
+
+// ---- hook mode
+
+void GradientReducer::State::on_ready(int k) {
+  if (dead) return;
+  if (!in_pass) {
+    in_pass = true;
+    std::weak_ptr<State> weak = shared_from_this();
+    queue_backward_callback([weak] {
+      if (auto s = weak.lock()) s->finish_hooks();
+    });
+  }
+  if (!reduce_next || ready[k]) return;
+  ready[k] = 1;
+  if (!rebuilt) observed.push_back(k);
+  buckets[bucket_of[k]].ready++;
+  launch_ready_in_order(/*in_backward=*/true);
+  progress();
+}
+
+void GradientReducer::State::finish_hooks() {
+  in_pass = false;
+  if (dead) return;
+  if (!reduce_next) {
+    reduce_next = true;
+    return;
+  }
+  // Parameters that got no gradient this pass still take part (zeros), in bucket order.
+  for (auto& b : buckets) b.ready = static_cast<int>(b.params.size());
+  launch_ready_in_order(false);
+  const double D = static_cast<double>(grid.data_size());
+  for (int bi : launch_order) {
+    std::vector<Tensor> reduced = take_reduced(static_cast<size_t>(bi));
+    if (D > 1) {
+      forward_ad::PrimalOnlyGuard ng;
+      for (auto& r : reduced)
+        if (r.defined()) r = mul(r, 1.0 / D);  // the replicas' mean
+    }
+    store_reduced(static_cast<size_t>(bi), reduced);
+  }
+  end_pass_bookkeeping();
+  if (!rebuilt) rebuild_from_rank0_order();
+}
+
+// Rank 0's observed ready order, shared so every rank builds the same buckets.
+void GradientReducer::State::rebuild_from_rank0_order() {
+  std::vector<int64_t> order(observed.begin(), observed.end());
+  std::vector<char> seen(params.size(), 0);
+  for (int k : observed) seen[k] = 1;
+  for (size_t k = 0; k < params.size(); ++k)
+    if (!seen[k]) order.push_back(static_cast<int64_t>(k));
+  Tensor t = from_vector(order);
+  grid.comm(Group::world)->broadcast(t, 0);
+  std::vector<int> o;
+  for (auto v : t.to_vector<int64_t>()) o.push_back(static_cast<int>(v));
+  build(o);
+  rebuilt = true;
+}
 
 GradientReducer::GradientReducer(ProcessGrid grid, std::vector<ReducedParameter> params, ReducerOptions options)
     : state_(std::make_shared<State>()) {
@@ -220,15 +249,22 @@ GradientReducer::GradientReducer(ProcessGrid grid, std::vector<ReducedParameter>
   state_->params = std::move(params);
   state_->options = options;
   state_->ready.assign(state_->params.size(), 0);
-  // Until the first pass shows the real order: reverse registration order (DDP's first guess:
-  // backward reaches the last layers first).
+  state_->stash.assign(state_->params.size(), Tensor());
   std::vector<int> order;
   for (int k = static_cast<int>(state_->params.size()) - 1; k >= 0; --k) order.push_back(k);
   state_->build(order);
+  // Hook mode: the hooks are the reducer. Tape mode: the bucket nodes of forward_scope() are, and
+  // the hooks only refuse a gradient that went around them.
   std::weak_ptr<State> weak = state_;
   for (size_t k = 0; k < state_->params.size(); ++k)
     state_->params[k].tensor.register_post_accumulate_grad_hook([weak, k](const Tensor&) {
-      if (auto s = weak.lock()) s->on_ready(static_cast<int>(k));
+      if (auto s = weak.lock()) {
+        if (s->options.mode == ReducerMode::hooks) {
+          s->on_ready(static_cast<int>(k));
+        } else {
+          s->check_came_through_node(static_cast<int>(k));
+        }
+      }
     });
 }
 
@@ -240,11 +276,17 @@ GradientReducer::~GradientReducer() {
 
 void GradientReducer::prepare_for_backward(bool last) { state_->reduce_next = last; }
 
+double GradientReducer::loss_scale() const {
+  return state_->options.mode == ReducerMode::tape ? 1.0 / static_cast<double>(state_->grid.data_size()) : 1.0;
+}
+
+ReducerMode GradientReducer::mode() const { return state_->options.mode; }
+
 std::vector<std::vector<std::string>> GradientReducer::bucket_layout() const {
   std::vector<std::vector<std::string>> out;
-  for (const auto& b : state_->buckets) {
+  for (int bi : state_->launch_order) {
     out.emplace_back();
-    for (int k : b.params) out.back().push_back(state_->params[k].name);
+    for (int k : state_->buckets[static_cast<size_t>(bi)].params) out.back().push_back(state_->params[k].name);
   }
   return out;
 }

@@ -2,24 +2,38 @@
 // gradient equals the one-process gradient of the global batch, on every rank.
 //
 // What is summed where follows each parameter's Distribution (distribution.h):
-//   replicated            summed over the spatial group, averaged over the data group (one
-//                         all-reduce over the world, then / data size);
-//   sharded over h        summed over data x w (the ranks holding the same shard), / data size;
-//   sharded over w        summed over data x h, / data size;
-//   sharded over h and w  averaged over data.
+//   replicated            summed over the spatial and data groups (the world);
+//   sharded over h        summed over data x w (the ranks holding the same shard);
+//   sharded over w        summed over data x h;
+//   sharded over h and w  summed over data (and the ensemble axis: the `replicas` group).
 // The loss convention behind it: each spatial rank's loss is its part of the global loss (a
 // reduce_replicated of local sums counts each grid point once), so a replicated parameter's local
-// gradient is a partial that must be summed; each data replica's loss is the mean over its batch,
-// so replicas are averaged.
+// gradient is a partial that must be summed.
 //
-// Mechanics (PyTorch DDP's, on gradsphere's hooks): post-accumulate hooks mark gradients ready;
-// gradients go into buckets of one (group, dtype), launched as non-blocking all-reduces as soon as
-// a bucket is full, strictly in bucket order (every rank issues the same collectives in the same
-// order), overlapped with the rest of backward and waited for in an end-of-backward callback. The
-// first reduced pass records the order in which gradients became ready; rank 0's order is then
-// broadcast and the buckets are rebuilt to follow it. A parameter that got no gradient in the pass
-// contributes zeros (a flag per parameter says whether any rank had one: if none did, .grad stays
-// undefined, as in one process).
+// Two mechanisms (ReducerOptions::mode; distributed/README.md says why both stay):
+//
+// tape (the default): parameters enter each forward pass through recorded nodes, one per bucket
+// (forward_scope()), whose forward is the identity and whose backward is reduce_replicated over the
+// parameter's group: copy_to_group's conjugate pair (collectives.h), bucketed. The reduction is then
+// an op like any other: it shows in the DOT export, carries anomaly names, and is differentiated
+// under create_graph, so gradient penalties and Hessian-vector products of the global loss work
+// across ranks. Data replicas follow the spatial convention: a replica backpropagates its part of
+// the global loss, its mean times 1 / D (loss_scale()); the gradient is then the mean over data, and
+// the sum convention holds at every order (an average inside the backward would be off by D in a
+// second derivative: distributed/NOTES.md).
+//
+// hooks: PyTorch DDP's mechanism on gradsphere's post-accumulate hooks, outside the tape; each
+// replica backpropagates its own mean (loss_scale() = 1) and the reducer averages the replicas.
+//
+// Mechanics common to both: gradients go into buckets of one (group, dtype), launched as
+// non-blocking all-reduces as soon as a bucket is full, strictly in bucket order (every rank issues
+// the same collectives in the same order), overlapped with the rest of backward and waited for at
+// its end. A parameter that got no gradient in the pass contributes zeros (a flag per parameter
+// says whether any rank had one: if none did, .grad stays undefined, as in one process). With
+// micro-batches (prepare_for_backward) the step is reduced once, after its last backward pass.
+// Bucket order: reverse registration order (DDP's first guess: backward reaches the last layers
+// first); the hook reducer then rebuilds its buckets in the ready order rank 0 observed in its first
+// pass (the tape reducer's nodes exist before the pass, so it keeps the first guess).
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -38,8 +52,26 @@ struct ReducedParameter {
   Distribution distribution;
 };
 
+enum class ReducerMode { tape, hooks };
+
 struct ReducerOptions {
   size_t bucket_bytes = 25u << 20;  // as DDP's bucket_cap_mb = 25
+  ReducerMode mode = ReducerMode::tape;
+};
+
+// Routes the reducer's parameters through its bucket nodes while it lives (tape mode; inert in
+// hook mode and under no_grad). Parameters are not leaves inside it: their grad_fn is their bucket
+// node, which hands the reduced gradient on to their .grad.
+class ReducedForward {
+ public:
+  ReducedForward() = default;
+  ReducedForward(ReducedForward&& o) noexcept : routed_(std::move(o.routed_)) {}
+  ReducedForward& operator=(ReducedForward&&) = delete;
+  ~ReducedForward();
+
+ private:
+  friend class GradientReducer;
+  std::vector<Tensor> routed_;
 };
 
 struct ReducerStats {
@@ -47,6 +79,7 @@ struct ReducerStats {
   int64_t buckets_launched = 0;   // over all passes
   int64_t bytes_reduced = 0;      // payload over all passes
   int64_t launched_in_backward = 0;  // buckets started before backward ended (overlap)
+  int64_t recorded_reductions = 0;   // tape mode under create_graph: reductions kept on the tape
 };
 
 class GradientReducer {
@@ -60,6 +93,12 @@ class GradientReducer {
   // this pass is the step's last (only then are gradients reduced, once, over the accumulated
   // .grad). Without a call, every backward pass is reduced.
   void prepare_for_backward(bool last);
+  // Tape mode: call around each forward pass whose backward is reduced (nesting is an error).
+  [[nodiscard]] ReducedForward forward_scope();
+  // What a data replica multiplies its mean loss by before backward: 1 / D in tape mode, 1 in hook
+  // mode (which averages the replicas itself).
+  double loss_scale() const;
+  ReducerMode mode() const;
   // Number of parameters per bucket, in launch order (for tests and bench).
   std::vector<std::vector<std::string>> bucket_layout() const;
   const ReducerStats& stats() const;

@@ -1,4 +1,5 @@
-// The registry entries of the reducer's tape ops (reducer.h): spatial_root_only, a projection onto
+// The registry entries of the reducer's tape ops (reducer.h): reduce_gradients, the tape
+// reducer's bucket node; spatial_root_only, a projection onto
 // the spatial root, on tiles of uneven splits (and empty tiles where the grid splits a dim finer
 // than it has rows); replicated_loss_term on a term that every spatial rank computes alike, entered
 // through copy_to_group over the spatial group. That sum stands for the reducer's: the term's
@@ -7,6 +8,7 @@
 #include "distributed/collectives.h"
 #include "distributed/dist_registry.h"
 #include "distributed/reducer.h"
+#include "ops/elementwise.h"
 
 namespace gs::dist {
 namespace {
@@ -52,7 +54,36 @@ std::vector<DistSample> replicated_loss_term_samples(const ProcessGrid& grid, Ra
   return out;
 }
 
+// The tape reducer's node (reducer.h, mode tape) as an op: the identity on parameters replicated
+// over their reduction groups (world; data x w for one sharded over h), each rank's output its own
+// (so the global function copies the parameter to every rank, and its adjoint sums: the reduction).
+// A reducer is built per call, on the call's leaves; under forward mode the inputs are duals
+// (not leaves) and the identity carries their tangents without the node.
+std::vector<DistSample> reduce_gradients_samples(const ProcessGrid& grid, RandomKey key) {
+  const Placement over_world = Placement::replicated_over(Group::world);
+  const Placement over_data_w = Placement::replicated_over(Group::data_w);
+  DistSample d;
+  d.label = "a replicated (2, 3) and an h-sharded (rows) parameter, one bucket each";
+  const int64_t rows = grid.local_lat(5).count;
+  d.inputs = {dist_sample_leaf(grid, {2, 3}, {key.seed, key.stream + 1}, over_world),
+              dist_sample_leaf(grid, {rows, 2}, {key.seed, key.stream + 2}, over_data_w)};
+  d.input_placement = {over_world, over_data_w};
+  d.output_placement = {Placement::per_rank(), Placement::per_rank()};
+  d.fn = [grid](const V& x) {
+    const bool routable = x[0].is_leaf() && x[0].requires_grad() && x[1].is_leaf() && x[1].requires_grad();
+    if (!routable) return V{mul(x[0], 1.0), mul(x[1], 1.0)};
+    GradientReducer reducer(grid,
+                            {{"replicated", x[0], Distribution::replicated()},
+                             {"rows", x[1], Distribution::sharded_along(0, GridAxis::h)}},
+                            {.bucket_bytes = 8});
+    ReducedForward scope = reducer.forward_scope();
+    return V{mul(x[0], 1.0), mul(x[1], 1.0)};
+  };
+  return {d};
+}
+
 DistRegistrar reducer_ops{
+    {"reduce_gradients", reduce_gradients_samples},
     {"spatial_root_only", spatial_root_only_samples},
     {"replicated_loss_term", replicated_loss_term_samples},
 };

@@ -185,6 +185,10 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
   const int64_t first_member = members.start;
   const int64_t my_members = members.split() ? members.count : o_.ensemble_members;
   std::vector<Tensor> states(static_cast<size_t>(my_members), state0);  // fed back, one per member
+  // The parameters enter through the reducer's nodes (tape mode), so backward reduces them; a
+  // data replica backpropagates its part of the global loss (its mean times loss_scale()).
+  const dist::ReducedForward routed = reducer_ ? reducer_->forward_scope() : dist::ReducedForward();
+  const double replica_scale = reducer_ ? reducer_->loss_scale() : 1.0;
   Tensor objective;  // the weighted losses still to backpropagate (0-dim)
   for (int64_t k = 0; k < n; ++k) {
     const bool optimised = o_.optimize_last_step_only ? k == n - 1 : true;
@@ -232,7 +236,7 @@ void Stepper::run_micro_batch(const Tensor& input, const Tensor& targets, int64_
       return;  // nothing of this micro-batch is backpropagated, on any rank
     }
     if (optimised) {
-      const double w = (o_.step_weights.empty() ? 1.0 : o_.step_weights[k]) * share;
+      const double w = (o_.step_weights.empty() ? 1.0 : o_.step_weights[k]) * share * replica_scale;
       Tensor term = w == 1.0 ? loss : mul(loss, w);
       if (o_.detach_between_steps) {
         before_backward(last_mb && k == n - 1);
@@ -278,7 +282,7 @@ TrainResult Stepper::compute_gradients(const Batch& batch) {
   check_batch(batch);
   const int64_t B = batch.input.size(0), n = batch.targets.size(1), k = o_.micro_batches;
   if (reducer_ && grid_.data_size() > 1) {
-    // The reducer averages the replicas, which is the global batch's mean only for equal shares:
+    // The replicas count 1/D each (the reducer's mean over data), which is the global batch's mean only for equal shares:
     // refuse unequal ones on every rank alike (every rank sees the same extremes).
     Tensor lo = from_vector(std::vector<int64_t>{B}), hi = from_vector(std::vector<int64_t>{B});
     grid_.comm(dist::Group::world)->all_reduce(lo, dist::ReduceOp::min);

@@ -1,4 +1,4 @@
-// `[mpiexec -n N] gradsphere train CONFIG [--grid DxHxW] [--device cuda] [--resume] [--out DIR] [--stop-after N]`:
+// `[mpiexec -n N] gradsphere train CONFIG [--grid DxHxW|auto] [--device cuda] [--resume] [--out DIR] [--stop-after N]`:
 // the training loop, top to bottom: data -> model -> optimizer -> (resume) -> steps with progress,
 // metrics, validation and checkpoints -> maps and curves. Every random choice is a function of
 // (seed, step), so a run that is interrupted and resumed ends with bitwise the weights of an
@@ -23,6 +23,7 @@
 #include "engine/error.h"
 #include "models/checkpoint.h"
 #include "tools/commands.h"
+#include "tools/grid_plan.h"
 #include "tools/metrics_csv.h"
 #include "tools/progress.h"
 #include "tools/run_outputs.h"
@@ -109,6 +110,13 @@ Device train_device(const TrainArgs& args) {
   return device;
 }
 
+// --grid auto (or distributed.grid: auto without --grid): the cost model's grid, as a --grid flag.
+std::string planned_grid_flag(const TrainArgs& args, const TrainConfig& cfg, Device device, dist::CommPtr world) {
+  const std::string& text = !args.grid.empty() ? args.grid : cfg.distributed.grid;
+  if (text != "auto") return args.grid;
+  return choose_grid(cfg, world ? world : dist::world_communicator(), device).str();
+}
+
 // What the set-up makes for the loop and the report, in the order it makes them: the
 // configuration, the device and the process grid, the run directory (rank 0 holds its lock), the
 // run, and the metrics files (rank 0's; the other ranks write to nowhere).
@@ -142,7 +150,7 @@ TrainSession::TrainSession(const TrainArgs& args)
     : cfg(load_config(args)),
       device(train_device(args)),
       gpu_world(device.is_cpu() ? dist::GpuWorld{} : dist::gpu_world_communicator(device)),
-      grid(make_process_grid(args.grid, cfg, "train", false, gpu_world.comm)),
+      grid(make_process_grid(planned_grid_flag(args, cfg, device, gpu_world.comm), cfg, "train", false, gpu_world.comm)),
       root(grid.is_root()),
       paths(cfg.output.dir) {
   // Before the run directory is touched (TrainingRun checks it again for other callers).
@@ -384,8 +392,8 @@ void add_train_command(CLI::App& app, CommandRegistry& commands) {
   sub->add_option("config", args->config, "Configuration file (see tools/configs/swe_small.yaml)")->required();
   CLI::Option* out = sub->add_option("--out", args->out, "Run directory (default: output.dir of the configuration)");
   sub->add_option("--grid", args->grid,
-                  "Process grid DATAxHxW under mpiexec (default: distributed.grid of the configuration, else every "
-                  "process a data-parallel replica)");
+                  "Process grid [ENSEMBLEx]DATAxHxW under mpiexec, or auto to choose it from the cost model (default: "
+                  "distributed.grid of the configuration, else every process a data-parallel replica)");
   sub->add_option("--device", args->device,
                   "Where the model trains: cpu (default), cuda or cuda:N (one process; the data is read and the model "
                   "initialised on the CPU, so the initial weights are the CPU run's)");

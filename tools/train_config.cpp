@@ -312,7 +312,21 @@ void read_output(const ConfigNode& n, OutputConfig& o) {
 
 void read_distributed(const ConfigNode& n, DistributedConfig& d) {
   d.grid = n.get_string_or("grid", d.grid);
-  if (!d.grid.empty()) dist::parse_grid(d.grid);  // a malformed grid is an error now, naming the text
+  try {
+    if (!d.grid.empty() && d.grid != "auto") dist::parse_grid(d.grid);  // a malformed grid is an error now
+  } catch (const Error& e) {
+    fail("distributed.grid: {} (or auto, to choose it from the cost model)", e.what());
+  }
+  d.tape_reducer = n.get_choice_or("reducer", "tape", {"tape", "hooks"}) == "tape";
+  const ConfigNode m = n.optional_section("cost_model");
+  CostModelConfig& c = d.cost_model;
+  for (auto [key, value] : {std::pair{"flops_per_second", &c.flops_per_second},
+                            std::pair{"bandwidth_bytes_per_second", &c.bandwidth_bytes_per_second},
+                            std::pair{"latency_seconds", &c.latency_seconds},
+                            std::pair{"memory_limit_bytes", &c.memory_limit_bytes}})
+    if (m.has(key)) *value = m.get_real(key, {.min = 0, .min_exclusive = std::string(key) != "latency_seconds"});
+  c.transpose_hidden_share = m.get_real_or("transpose_hidden_share", c.transpose_hidden_share, {.min = 0, .max = 1});
+  c.allreduce_hidden_share = m.get_real_or("allreduce_hidden_share", c.allreduce_hidden_share, {.min = 0, .max = 1});
 }
 
 }  // namespace

@@ -97,9 +97,21 @@ struct OutputConfig {
   int map_scale = 4;  // pixels per grid point in the PNG maps
 };
 
+// `distributed.cost_model:` the inputs of `--grid auto` (distributed/grid_planner.h); a missing
+// rate, bandwidth, latency or memory limit is measured at start-up (tools/grid_plan.h).
+struct CostModelConfig {
+  std::optional<double> flops_per_second, bandwidth_bytes_per_second, latency_seconds, memory_limit_bytes;
+  double transpose_hidden_share = 0;  // of transpose time hidden by pipelining (not yet measured: 0)
+  double allreduce_hidden_share = 0;  // of the gradient all-reduce overlapped with backward (the reducer)
+};
+
 // `distributed:` how a run under mpiexec splits over its processes (the --grid flag wins).
 struct DistributedConfig {
-  std::string grid;  // "DxHxW" (data x latitude x longitude); empty: every process a data replica
+  std::string grid;  // "[E]xDxHxW"; "auto": chosen by the cost model; empty: every process a data replica
+  // `reducer: tape | hooks`: how gradients are reduced (distributed/reducer.h): on the tape (the
+  // default) or by DDP-style hooks outside it. The same weights either way, to rounding.
+  bool tape_reducer = true;
+  CostModelConfig cost_model;
 };
 
 struct TrainConfig {

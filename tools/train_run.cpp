@@ -38,14 +38,18 @@ void check_device_grid(Device device, const dist::ProcessGrid& grid, const char*
            command, device.str(), grid.spec().str(), grid.h_size() * grid.w_size(), grid.world_size());
 }
 
+void check_batch_grid(int64_t batch_size, const dist::ProcessGrid& grid, const char* command) {
+  GS_CHECK(batch_size % grid.data_size() == 0,
+           "{}: training.batch_size {} does not split evenly over {} data-parallel replicas (grid {}); use a "
+           "batch size divisible by the grid's data size",
+           command, batch_size, grid.data_size(), grid.spec().str());
+}
+
 TrainingRun::TrainingRun(const TrainConfig& config, const dist::ProcessGrid& grid,
                          const std::filesystem::path& scratch_dir, Device device)
     : cfg_(config), grid_(grid), device_(device) {
   check_device_grid(device, grid, "train");
-  GS_CHECK(cfg_.training.batch_size % grid.data_size() == 0,
-           "train: training.batch_size {} does not split evenly over {} data-parallel replicas (grid {}); use a "
-           "batch size divisible by the grid's data size",
-           cfg_.training.batch_size, grid.data_size(), grid.spec().str());
+  check_batch_grid(cfg_.training.batch_size, grid, "train");
   const auto t0 = std::chrono::steady_clock::now();
   data_ = load_training_data(cfg_, grid, scratch_dir);
   data_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -58,7 +62,9 @@ TrainingRun::TrainingRun(const TrainConfig& config, const dist::ProcessGrid& gri
   parameters_ = count_whole_parameters();
   stepper_ = std::make_unique<models::Stepper>(model_, build_optimizer(cfg_, *model_), data_.area_weights,
                                                stepper_options(cfg_, info, data_.normalizer), build_schedule(cfg_));
-  if (!grid_.is_single_process()) stepper_->set_distributed(grid_);
+  if (!grid_.is_single_process())
+    stepper_->set_distributed(
+        grid_, {.mode = cfg_.distributed.tape_reducer ? dist::ReducerMode::tape : dist::ReducerMode::hooks});
   // Every replica validates every sample, on its tile.
   validation_ = make_validation_set(*data_.validation, data_.normalizer, cfg_.validation.samples,
                                     cfg_.validation.lead_steps, cfg_.data.dtype, {rows_.start, rows_.count},

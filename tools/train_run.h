@@ -33,6 +33,8 @@ struct RunPaths {
 // process writes them; restore() takes such a checkpoint on any grid.
 // Refuses a GPU run on a spatially split grid, naming `command` and a grid that works.
 void check_device_grid(Device device, const dist::ProcessGrid& grid, const char* command);
+// The global batch splits evenly over the grid's data replicas (each reads its equal share).
+void check_batch_grid(int64_t batch_size, const dist::ProcessGrid& grid, const char* command);
 
 class TrainingRun {
  public:

@@ -160,7 +160,10 @@ TrainingData load_training_data(const TrainConfig& c, const dist::ProcessGrid& g
 dist::ProcessGrid make_process_grid(const std::string& flag, const TrainConfig& cfg, const char* command,
                                     bool config_grid_if_it_fits, dist::CommPtr world) {
   if (!world) world = dist::world_communicator();
+  GS_CHECK(flag != "auto", "{} --grid auto: the cost model plans training steps (train --grid auto); {} expects a "
+           "grid [ENSEMBLEx]DATAxHxW, e.g. {}x1x1", command, command, world->size());
   std::string text = !flag.empty() ? flag : cfg.distributed.grid;
+  if (text == "auto") text.clear();  // a training configuration's choice: here every process a data replica
   if (flag.empty() && config_grid_if_it_fits && !text.empty() && dist::parse_grid(text).size() != world->size())
     text.clear();
   const dist::GridSpec spec = text.empty() ? dist::GridSpec{world->size(), 1, 1} : dist::parse_grid(text);

@@ -1,9 +1,12 @@
-// The gradient reducer against one process: raw gradients (not optimizer-updated weights, which
-// would hide scale errors) of replicated and sharded parameters, gradient accumulation, a
-// parameter without a gradient, global-norm clipping, the weight-penalty rule and bucket order.
+// The gradient reducer against one process, in both modes (tape and hooks): raw gradients (not
+// optimizer-updated weights, which would hide scale errors) of replicated and sharded parameters,
+// gradient accumulation, a parameter without a gradient, global-norm clipping, the weight-penalty
+// rule and bucket order. What only the tape reducer does (double backward across ranks, the DOT
+// export): test_tape_reducer.cpp.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "distributed/collectives.h"
 #include "distributed/nccl_communicator.h"
@@ -81,6 +84,17 @@ Tensor local_loss(const Problem& p, const Params& q, const ProcessGrid& grid, Bl
 
 Block my_batch(const ProcessGrid& grid) { return split_block(B, grid.data_size(), grid.data_rank()); }
 
+constexpr ReducerMode kModes[] = {ReducerMode::tape, ReducerMode::hooks};
+const char* mode_name(ReducerMode m) { return m == ReducerMode::tape ? "tape" : "hooks"; }
+
+// One backward pass of a step as the mode wants it: in tape mode the forward runs inside the
+// reducer's forward scope and the replica backpropagates its part of the global loss.
+void reduced_backward(GradientReducer& r, const std::function<Tensor()>& replica_loss) {
+  ReducedForward scope = r.forward_scope();
+  Tensor loss = replica_loss();
+  (r.loss_scale() == 1.0 ? loss : mul(loss, r.loss_scale())).backward();
+}
+
 struct Reference {
   Tensor wm, sh, sw;  // one-process gradients
 };
@@ -112,17 +126,18 @@ void check_against(const Params& q, const Reference& ref, const ProcessGrid& gri
 TEST_CASE("reducer: raw gradients of replicated and sharded parameters equal one process on every grid") {
   Problem p = make_problem();
   Reference ref = one_process(p);
-  gs::test::for_each_grid([&](const ProcessGrid& grid) {
+  for (ReducerMode mode : kModes) gs::test::for_each_grid([&](const ProcessGrid& grid) {
+    CAPTURE(mode_name(mode));
     Params q = local_params(p, grid);
-    GradientReducer reducer(grid, q.list());
-    local_loss(p, q, grid, my_batch(grid)).backward();
+    GradientReducer reducer(grid, q.list(), {.mode = mode});
+    reduced_backward(reducer, [&] { return local_loss(p, q, grid, my_batch(grid)); });
     check_against(q, ref, grid);
     CHECK_FALSE(q.unused.grad().defined());  // no rank had a gradient: stays undefined, as in one process
     CHECK(reducer.stats().passes == 1);
     check_parameters_replicated(grid, q.list());
     // A second step after zeroing: the same gradients again (no stale value, buckets rebuilt).
     for (auto& t : {q.wm, q.sh, q.sw}) t.set_grad(Tensor());
-    local_loss(p, q, grid, my_batch(grid)).backward();
+    reduced_backward(reducer, [&] { return local_loss(p, q, grid, my_batch(grid)); });
     check_against(q, ref, grid);
   });
 }
@@ -136,10 +151,11 @@ TEST_CASE("reducer: gradients on a GPU are reduced there and equal one process o
   Problem p = make_problem();
   Reference ref = one_process(p);
   Problem pd = on_device(p, dev);
-  gs::test::for_each_grid([&](const ProcessGrid& grid) {
+  for (ReducerMode mode : kModes) gs::test::for_each_grid([&](const ProcessGrid& grid) {
+    CAPTURE(mode_name(mode));
     Params q = local_params(pd, grid);
-    GradientReducer reducer(grid, q.list());
-    local_loss(pd, q, grid, my_batch(grid)).backward();
+    GradientReducer reducer(grid, q.list(), {.mode = mode});
+    reduced_backward(reducer, [&] { return local_loss(pd, q, grid, my_batch(grid)); });
     CHECK(q.wm.grad().device() == dev);
     check_against(q, ref, grid);
     CHECK_FALSE(q.unused.grad().defined());
@@ -157,16 +173,17 @@ TEST_CASE("reducer: gradients on a GPU are reduced there and equal one process o
 TEST_CASE("reducer: accumulation over micro-batches reduces once, after the last") {
   Problem p = make_problem();
   Reference ref = one_process(p);
-  gs::test::for_each_grid([&](const ProcessGrid& grid) {
+  for (ReducerMode mode : kModes) gs::test::for_each_grid([&](const ProcessGrid& grid) {
+    CAPTURE(mode_name(mode));
     Params q = local_params(p, grid);
-    GradientReducer reducer(grid, q.list());
+    GradientReducer reducer(grid, q.list(), {.mode = mode});
     Block b = my_batch(grid);
     Block first{b.start, b.count / 2}, second{b.start + b.count / 2, b.count - b.count / 2};
     reducer.prepare_for_backward(false);
-    local_loss(p, q, grid, first).backward();
+    reduced_backward(reducer, [&] { return local_loss(p, q, grid, first); });
     CHECK(reducer.stats().passes == 0);
     reducer.prepare_for_backward(true);
-    local_loss(p, q, grid, second).backward();
+    reduced_backward(reducer, [&] { return local_loss(p, q, grid, second); });
     CHECK(reducer.stats().passes == 1);
     check_against(q, ref, grid);
   });
@@ -174,19 +191,21 @@ TEST_CASE("reducer: accumulation over micro-batches reduces once, after the last
 
 TEST_CASE("reducer: a parameter used in one step and not the next keeps no stale gradient") {
   Problem p = make_problem();
-  gs::test::for_each_grid([&](const ProcessGrid& grid) {
+  for (ReducerMode mode : kModes) gs::test::for_each_grid([&](const ProcessGrid& grid) {
+    CAPTURE(mode_name(mode));
     Params q = local_params(p, grid);
-    GradientReducer reducer(grid, q.list());
+    GradientReducer reducer(grid, q.list(), {.mode = mode});
     // Step 1 uses `unused` on spatial rank 0 of data replica 0 only: every rank still ends with
     // the same reduced gradient (2 * unused / D).
-    Tensor loss = local_loss(p, q, grid, my_batch(grid));
-    if (grid.world_rank() == 0) loss = add(loss, sum(mul(q.unused, q.unused)));
-    loss.backward();
+    reduced_backward(reducer, [&] {
+      Tensor loss = local_loss(p, q, grid, my_batch(grid));
+      return grid.world_rank() == 0 ? add(loss, sum(mul(q.unused, q.unused))) : loss;
+    });
     REQUIRE(q.unused.grad().defined());
     CHECK(q.unused.grad().to_vector<double>() == std::vector<double>(2, 2.0 / double(grid.data_size())));
     check_parameters_replicated(grid, q.list());
     for (auto& t : {q.wm, q.sh, q.sw, q.unused}) t.set_grad(Tensor());
-    local_loss(p, q, grid, my_batch(grid)).backward();
+    reduced_backward(reducer, [&] { return local_loss(p, q, grid, my_batch(grid)); });
     CHECK_FALSE(q.unused.grad().defined());
   });
 }
@@ -198,10 +217,11 @@ TEST_CASE("reducer: the global gradient norm and clipping equal one process") {
   for (auto& g : {ref.wm, ref.sh, ref.sw})
     for (double v : g.to_vector<double>()) ref_sq += v * v;
   const double ref_norm = std::sqrt(ref_sq);
-  gs::test::for_each_grid([&](const ProcessGrid& grid) {
+  for (ReducerMode mode : kModes) gs::test::for_each_grid([&](const ProcessGrid& grid) {
+    CAPTURE(mode_name(mode));
     Params q = local_params(p, grid);
-    GradientReducer reducer(grid, q.list());
-    local_loss(p, q, grid, my_batch(grid)).backward();
+    GradientReducer reducer(grid, q.list(), {.mode = mode});
+    reduced_backward(reducer, [&] { return local_loss(p, q, grid, my_batch(grid)); });
     CHECK(std::abs(global_grad_norm(grid, q.list()) - ref_norm) < 1e-12 * ref_norm);
     const double norm = clip_global_grad_norm(grid, q.list(), ref_norm / 4);
     CHECK(std::abs(norm - ref_norm) < 1e-12 * ref_norm);
@@ -213,15 +233,19 @@ TEST_CASE("reducer: a weight penalty computed on every rank enters the gradient 
   Problem p = make_problem();
   const double lambda = 0.3;
   Reference ref = one_process(p, lambda);
-  gs::test::for_each_grid([&](const ProcessGrid& grid) {
+  for (ReducerMode mode : kModes) gs::test::for_each_grid([&](const ProcessGrid& grid) {
+    CAPTURE(mode_name(mode));
     Params q = local_params(p, grid);
-    GradientReducer reducer(grid, q.list());
-    Tensor penalty = mul(sum(mul(q.wm, q.wm)), lambda);
-    add(local_loss(p, q, grid, my_batch(grid)), replicated_loss_term(penalty, grid)).backward();
+    GradientReducer reducer(grid, q.list(), {.mode = mode});
+    reduced_backward(reducer, [&] {
+      Tensor penalty = mul(sum(mul(q.wm, q.wm)), lambda);
+      return add(local_loss(p, q, grid, my_batch(grid)), replicated_loss_term(penalty, grid));
+    });
     check_against(q, ref, grid);
     // Without it the penalty's gradient is counted once per spatial rank.
     q.wm.set_grad(Tensor()), q.sh.set_grad(Tensor()), q.sw.set_grad(Tensor());
-    add(local_loss(p, q, grid, my_batch(grid)), mul(sum(mul(q.wm, q.wm)), lambda)).backward();
+    reduced_backward(reducer,
+                     [&] { return add(local_loss(p, q, grid, my_batch(grid)), mul(sum(mul(q.wm, q.wm)), lambda)); });
     Tensor expected = add(ref.wm, mul(q.wm.detach(), 2 * lambda * double(grid.h_size() * grid.w_size() - 1)));
     CHECK(rel_diff(q.wm.grad(), expected) < 1e-12);
   });
@@ -230,17 +254,18 @@ TEST_CASE("reducer: a weight penalty computed on every rank enters the gradient 
 TEST_CASE("reducer: small buckets launch during backward, follow the ready order, and give the same gradients") {
   Problem p = make_problem();
   Reference ref = one_process(p);
-  gs::test::for_each_grid([&](const ProcessGrid& grid) {
+  for (ReducerMode mode : kModes) gs::test::for_each_grid([&](const ProcessGrid& grid) {
+    CAPTURE(mode_name(mode));
     Params q = local_params(p, grid);
-    GradientReducer reducer(grid, q.list(), {.bucket_bytes = 8});
+    GradientReducer reducer(grid, q.list(), {.bucket_bytes = 8, .mode = mode});
     CHECK(reducer.bucket_layout().size() == 4);  // one parameter per bucket
     CHECK(reducer.bucket_layout()[0][0] == "unused");  // reverse registration order before the first pass
-    local_loss(p, q, grid, my_batch(grid)).backward();
+    reduced_backward(reducer, [&] { return local_loss(p, q, grid, my_batch(grid)); });
     check_against(q, ref, grid);
     // Rebuilt from the observed order: the never-ready parameter comes last.
     CHECK(reducer.bucket_layout().back()[0] == "unused");
     for (auto& t : {q.wm, q.sh, q.sw}) t.set_grad(Tensor());
-    local_loss(p, q, grid, my_batch(grid)).backward();
+    reduced_backward(reducer, [&] { return local_loss(p, q, grid, my_batch(grid)); });
     check_against(q, ref, grid);
     CHECK(reducer.stats().passes == 2);
     // In the first pass the never-ready `unused` sat in the first bucket and held every launch

@@ -85,7 +85,11 @@ TEST_CASE("replica checker: a missing spatial gradient reduction makes the param
   Tensor w2 = full({3}, 0.5, DType::f64).set_requires_grad();
   std::vector<ReducedParameter> params2{{"block.weight", w2, Distribution::replicated()}};
   GradientReducer reducer(grid, params2);
-  sum(mul(w2, tile)).backward();
+  {
+    ReducedForward scope = reducer.forward_scope();
+    Tensor loss = sum(mul(w2, tile));
+    loss.backward();
+  }
   {
     NoGradGuard ng;
     add_(w2, w2.grad(), -0.1);

@@ -6,7 +6,8 @@
 #   4. a diverging run (huge learning rate) stops with a clear message and keeps its last good checkpoint;
 #   5. configuration errors name the key;
 #   6. --device cuda trains (and rolls out) on a GPU, or without one is refused with the driver's reason;
-#   7. training.activation_checkpointing (blocks; rollout steps after 1) trains to the same losses.
+#   7. training.activation_checkpointing (blocks; rollout steps after 1) trains to the same losses;
+#   8. --grid auto (and distributed.grid: auto) prints the cost model's choice and runs it.
 # Usage: train_cli_test.sh GRADSPHERE_BINARY
 set -euo pipefail
 gs="$1"
@@ -161,4 +162,23 @@ if "$gs" train "$work/storage.yaml" --out "$work/storage" > "$work/storage.log" 
 grep -q "mlp_storage" "$work/storage.log" && grep -q "bf16" "$work/storage.log" \
   || fail "mlp_storage message: $(cat "$work/storage.log")"
 echo "ok: configuration errors name the key"
+
+# 8. --grid auto on one process: the cost model's table, 1x1x1 chosen; `distributed.grid: auto` in the
+#    configuration does the same; a malformed grid names auto; rollout refuses --grid auto.
+"$gs" train "$work/tiny.yaml" --out "$work/auto" --grid auto --stop-after 1 > "$work/auto.log" 2>&1 \
+  || { cat "$work/auto.log"; fail "train --grid auto failed"; }
+grep -q "^  1x1x1 .*<- chosen" "$work/auto.log" || fail "no chosen 1x1x1 in: $(cat "$work/auto.log")"
+printf 'distributed:\n  grid: auto\n  cost_model: {flops_per_second: 1.0e+10}\n' | cat "$work/tiny.yaml" - > "$work/auto.yaml"
+"$gs" train "$work/auto.yaml" --out "$work/auto2" --stop-after 1 > "$work/auto2.log" 2>&1 \
+  || { cat "$work/auto2.log"; fail "distributed.grid: auto failed"; }
+grep -q "^--grid auto: 10 GFLOP/s" "$work/auto2.log" || fail "the configured rate is not used: $(head -n 2 "$work/auto2.log")"
+printf 'distributed:\n  grid: fastest\n' | cat "$work/tiny.yaml" - > "$work/auto-bad.yaml"
+if "$gs" train "$work/auto-bad.yaml" --out "$work/auto-bad" > "$work/auto-bad.log" 2>&1; then fail "grid: fastest was accepted"; fi
+grep -q "got 'fastest' (or auto" "$work/auto-bad.log" || fail "grid message: $(cat "$work/auto-bad.log")"
+if "$gs" rollout "$work/auto/checkpoint.safetensors" --grid auto --out "$work/auto-roll" > "$work/auto-roll.log" 2>&1; then
+  fail "rollout --grid auto was accepted"
+fi
+grep -q "rollout --grid auto: the cost model plans training steps" "$work/auto-roll.log" \
+  || fail "rollout message: $(cat "$work/auto-roll.log")"
+echo "ok: --grid auto (flag and configuration) on one process; its errors"
 echo "train-cli: all checks passed"

@@ -8,7 +8,8 @@
 #      3 members over an ensemble axis of 2 ranks ends where one process does, and an axis with more
 #      ranks than members is refused; --device cuda
 #      trains 2x1x1 to the weights of one CPU process (1e-3, f32 on another device), refuses a
-#      spatially split grid, and without a GPU is refused on every rank before writing;
+#      spatially split grid, and without a GPU is refused on every rank before writing; --grid auto
+#      on 2 ranks prints the cost model's plan once and runs its choice;
 #   4. SIGTERM to the launcher: every rank stops at the same step with one checkpoint, and the
 #      resumed run ends bitwise where an uninterrupted one does; SIGKILL of one rank ends the job in
 #      seconds and the last checkpoint stays loadable; a checkpoint that cannot be written ends every
@@ -76,6 +77,14 @@ fi
 grep -q "training.batch_size 2 does not split evenly over 4 data-parallel replicas" "$work/bad2.log" \
   || fail "message: $(cat "$work/bad2.log")"
 echo "ok: grids that do not fit are refused"
+
+# 3c. --grid auto on 2 ranks: rank 0 prints the cost model's three grids once, and the job runs the first.
+run "$work/auto-mpi.log" "$mpiexec" -n 2 "$gs" train "$work/tiny.yaml" --out "$work/auto-mpi" --grid auto --stop-after 2
+[[ $(grep -c "^--grid auto:" "$work/auto-mpi.log") == 1 ]] || fail "expected one plan: $(cat "$work/auto-mpi.log")"
+[[ $(grep -cE "^  (2x1x1|1x2x1|1x1x2) " "$work/auto-mpi.log") == 3 ]] || fail "expected the 3 grids of 2 ranks: $(cat "$work/auto-mpi.log")"
+chosen=$(awk '/<- chosen/ {print $1}' "$work/auto-mpi.log")
+grep -q "on 2 processes, grid $chosen$" "$work/auto-mpi.log" || fail "the run is not on the chosen $chosen: $(cat "$work/auto-mpi.log")"
+echo "ok: --grid auto on 2 ranks chose $chosen and ran it"
 
 # 3a. An ensemble axis: 3 NoiseConditionedSFNO members (MSE + CRPS + energy score) split 2 + 1 over
 #     E = 2 ranks end where one process with all 3 does; more ensemble ranks than members is refused.

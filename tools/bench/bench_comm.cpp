@@ -137,16 +137,15 @@ void bench_reducer(dist::Communicator& world, bool quick) {
   for (int64_t k = 0; k < layers; ++k) params.push_back({fmt::format("w{}", k), ws[k], dist::Distribution::replicated()});
   const int repeats = quick ? 3 : 7;
   double plain = timed(world, [&] { zero(); loss().backward(); }, repeats);
-  auto with = [&](size_t bucket_bytes, int64_t* launched_in_backward, int64_t* buckets) {
-    dist::GradientReducer reducer(grid, params, {.bucket_bytes = bucket_bytes});
-    double t = timed(world, [&] { zero(); loss().backward(); }, repeats);
-    *launched_in_backward = reducer.stats().launched_in_backward;
-    *buckets = reducer.stats().buckets_launched;
-    return t;
+  struct Run {
+    const char* label;
+    dist::ReducerMode mode;
+    size_t bucket_bytes;
   };
-  int64_t lib1 = 0, nb1 = 0, lib2 = 0, nb2 = 0;
-  double one_bucket = with(25u << 20, &lib1, &nb1);
-  double per_layer = with(width * width * 4, &lib2, &nb2);
+  const Run runs[] = {{"hook reducer, one 25 MB bucket", dist::ReducerMode::hooks, 25u << 20},
+                      {"tape reducer, one 25 MB bucket", dist::ReducerMode::tape, 25u << 20},
+                      {"hook reducer, a bucket per layer", dist::ReducerMode::hooks, size_t(width * width * 4)},
+                      {"tape reducer, a bucket per layer", dist::ReducerMode::tape, size_t(width * width * 4)}};
   if (root) {
     const double mb = layers * width * width * 4 / 1e6;
     fmt::print("\nreducer: forward + backward of {} tanh(x W) layers, W {}x{} f32 ({:.1f} MB of gradients), batch {}\n",
@@ -154,10 +153,19 @@ void bench_reducer(dist::Communicator& world, bool quick) {
     fmt::print("| {:<34} | {:>10} | {:>10} | {:>22} |\n", "run", "ms / step", "vs plain", "buckets in backward");
     fmt::print("|------------------------------------|------------|------------|------------------------|\n");
     fmt::print("| {:<34} | {:>10.2f} | {:>10} | {:>22} |\n", "no reducer", plain * 1e3, "1.00x", "-");
-    fmt::print("| {:<34} | {:>10.2f} | {:>9.2f}x | {:>10} of {:<11} |\n", "reducer, one 25 MB bucket", one_bucket * 1e3,
-               one_bucket / plain, lib1, nb1);
-    fmt::print("| {:<34} | {:>10.2f} | {:>9.2f}x | {:>10} of {:<11} |\n", "reducer, a bucket per layer", per_layer * 1e3,
-               per_layer / plain, lib2, nb2);
+  }
+  for (const Run& run : runs) {
+    dist::GradientReducer reducer(grid, params, {.bucket_bytes = run.bucket_bytes, .mode = run.mode});
+    const double t = timed(world, [&] {
+      zero();
+      dist::ReducedForward scope = reducer.forward_scope();  // inert for the hook reducer
+      Tensor l = loss();
+      (reducer.loss_scale() == 1.0 ? l : mul(l, reducer.loss_scale())).backward();
+    }, repeats);
+    const auto& st = reducer.stats();
+    if (root)
+      fmt::print("| {:<34} | {:>10.2f} | {:>9.2f}x | {:>10} of {:<11} |\n", run.label, t * 1e3, t / plain,
+                 st.launched_in_backward, st.buckets_launched);
   }
 }
 
