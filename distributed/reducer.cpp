@@ -153,6 +153,16 @@ std::vector<Tensor> GradientReducer::State::take_reduced(size_t bi) {
   return out;
 }
 
+void GradientReducer::State::check_reduced(size_t bi, const std::vector<Tensor>& reduced) {
+  if (!check_replicas_enabled()) return;
+  forward_ad::PrimalOnlyGuard ng;
+  const ReducerBucket& b = buckets[bi];
+  for (size_t q = 0; q < reduced.size(); ++q)
+    if (reduced[q].defined())
+      maybe_check_replicated(reduced[q], *grid.comm(b.group),
+                             fmt::format("the reduced gradient of parameter '{}'", params[b.params[q]].name));
+}
+
 void GradientReducer::State::store_reduced(size_t bi, const std::vector<Tensor>& reduced) {
   forward_ad::PrimalOnlyGuard ng;
   const ReducerBucket& b = buckets[bi];

@@ -52,6 +52,8 @@ struct GradientReducer::State : std::enable_shared_from_this<State> {
   void progress();
   // Waits for bucket bi and returns its reduced gradients (undefined where no rank had one).
   std::vector<Tensor> take_reduced(size_t bi);
+  // The replica checker's look at a bucket's reduced gradients (GS_CHECK_REPLICAS=1).
+  void check_reduced(size_t bi, const std::vector<Tensor>& reduced);
   // Writes reduced gradients into the parameters' .grad (after the replica checker's look).
   void store_reduced(size_t bi, const std::vector<Tensor>& reduced);
   void end_pass_bookkeeping();

@@ -145,6 +145,7 @@ std::vector<Tensor> GradientReducer::State::tape_backward(size_t bi, std::vector
       off += t.numel();
     }
     launch_ready_in_order(true);  // keeps the strict order for buckets that run asynchronously later
+    check_reduced(bi, out);
     return out;
   }
   fill(bi, grads);
@@ -159,7 +160,9 @@ std::vector<Tensor> GradientReducer::State::tape_backward(size_t bi, std::vector
                          // Nothing else is ready: buckets whose node will not run this pass go now,
                          // as zeros, so every rank issues the same all-reduces in the same order.
                          s->flush_unreached();
-                         return s->take_reduced(bi);
+                         std::vector<Tensor> reduced = s->take_reduced(bi);
+                         s->check_reduced(bi, reduced);
+                         return reduced;
                        },
                    .progress =
                        [weak] {

@@ -2,7 +2,10 @@
 // gradient, retain_grad, post-accumulate hooks on leaves, and end-of-backward callbacks.
 #include <algorithm>
 #include <stdexcept>
+#include <tuple>
 
+#include "engine/autograd/engine.h"
+#include "engine/autograd/node.h"
 #include "tests/engine/engine_test_util.h"
 
 using namespace gs;
@@ -317,4 +320,71 @@ TEST_CASE("hooks: end-of-backward callbacks run once, after every node") {
   });
   grad({mul(z, z)}, {z});
   CHECK(ran);
+}
+
+namespace {
+
+// Two outputs (copies of x and of x2), recorded by hand: its backward logs what it saw, defers its
+// gradients (scaled by 10, to tell them from the rule's own return), and counts progress calls.
+class DeferringNode : public Node {
+ public:
+  DeferringNode(std::vector<std::string>& log, int& progress) : Node("deferring"), log_(log), progress_(progress) {
+    materialize_grads = false;
+    runs_when_ready = true;
+  }
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    log_.push_back(std::string("deferring ran; slot 1 ") + (grads[1].defined() ? "defined" : "undefined"));
+    Tensor g = grads[0];
+    defer_gradients({.finish =
+                         [this, g] {
+                           log_.push_back("finish");
+                           return std::vector<Tensor>{mul(g, 10.0), Tensor()};
+                         },
+                     .progress = [this] { progress_++; }});
+    return {mul(g, -1.0), Tensor()};  // replaced by what finish returns
+  }
+
+ private:
+  std::vector<std::string>& log_;
+  int& progress_;
+};
+
+}  // namespace
+
+TEST_CASE("engine: a deferring rule's gradients are handed on once nothing else is ready; materialize_grads, runs_when_ready") {
+  Tensor x = leaf({1, 2}), x2 = leaf({5}), z = leaf({0.5, 0.25});
+  std::vector<std::string> log;
+  int progress = 0;
+  auto node = std::make_shared<DeferringNode>(log, progress);
+  // Outputs a (of x) and b (of x2), wired as the reducer wires its parameters.
+  Tensor a = contiguous_copy(x.detach()), b = contiguous_copy(x2.detach());
+  for (auto [out, in, slot] : {std::tuple{a, x, 0u}, std::tuple{b, x2, 1u}}) {
+    node->next_edges.push_back(gradient_edge(in));
+    node->input_meta.push_back(TensorMeta::of(in));
+    node->output_meta.push_back(TensorMeta::of(in));
+    auto& m = out.impl()->meta();
+    m.requires_grad = true;
+    m.grad_fn = node;
+    m.output_nr = slot;
+  }
+  // b is unused. a's branch is recorded last, so it runs first and makes the node ready while z's
+  // chain has nodes left to run; the node was recorded first, so only runs_when_ready runs it then.
+  z.register_hook([&](const Tensor& g) {
+    log.push_back("z hook");
+    return Tensor();
+  });
+  Tensor z_part = sum(exp(tanh(mul(z, z))));
+  Tensor a_part = sum(mul(a, 3.0));
+  Tensor y = add(z_part, a_part);
+  y.backward();
+  REQUIRE(log.size() == 3);
+  CHECK(log[0] == "deferring ran; slot 1 undefined");  // materialize_grads = false; runs_when_ready
+  CHECK(log[1] == "z hook");                           // the rest of backward first ...
+  CHECK(log[2] == "finish");                           // ... then the deferred gradients
+  CHECK(progress >= 1);
+  check_values(x.grad(), {30, 30});  // what finish returned: 3 x 10
+  CHECK_FALSE(x2.grad().defined());
+  // Outside a rule it is an error.
+  CHECK(has(error_of([] { defer_gradients({.finish = [] { return std::vector<Tensor>{}; }, .progress = {}}); }),
+            "can only be called from a backward rule"));
 }

@@ -8,6 +8,7 @@
 // and 4 and compare the rows.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -160,6 +161,66 @@ void bench_train_rows(dist::Communicator& world, const dist::CommPtr& world_ptr,
   }
 }
 
+// The tape reducer against the hook reducer on the same SFNO training step, on the all-data grid
+// and the two split grids of the ranks: the steps alternate between the two reducers (A B A B ...)
+// so that the machine's drift falls on both alike; the fastest step of each is reported, with the
+// buckets each reducer launched while backward was still running.
+void bench_reducer_rows(dist::Communicator& world, const dist::CommPtr& world_ptr, bool quick) {
+  const bool root = world.rank() == 0;
+  const int64_t n = world.size();
+  if (n == 1) return;
+  models::SfnoOptions o;
+  o.img_size = quick ? std::array<int64_t, 2>{17, 32} : std::array<int64_t, 2>{91, 180};
+  o.grid = "equiangular";
+  o.scale_factor = 2;
+  o.in_chans = o.out_chans = 3;
+  o.embed_dim = quick ? 8 : 32;
+  o.num_layers = quick ? 2 : 4;
+  o.normalization_layer = "instance_norm";
+  o.dtype = DType::f32;
+  const int rounds = quick ? 2 : 6;
+  const std::vector<double> aw = sphere::make_quadrature(sphere::GridKind::equiangular, o.img_size[0]).weights;
+  if (root) {
+    fmt::print("\nSFNO training step (Adam, 2-step rollout, batch 2 per data replica), {}x{}, embed {}, {} layers, f32: "
+               "the tape reducer against the hook reducer, alternating, fastest of {} steps each\n\n",
+               o.img_size[0], o.img_size[1], o.embed_dim, o.num_layers, rounds);
+    fmt::print("| {:<7} | {:>13} | {:>13} | {:>11} | {:>21} | {:>21} |\n", "grid", "hooks ms/step", "tape ms/step",
+               "tape/hooks", "hooks: in backward", "tape: in backward");
+    fmt::print("|---------|---------------|---------------|-------------|-----------------------|-----------------------|\n");
+  }
+  std::vector<dist::GridSpec> grids{{n, 1, 1}};
+  for (const auto& gs : spatial_grids(n))
+    if (gs.h * gs.w > 1) grids.push_back(gs);
+  for (const auto& gs : grids) {
+    const auto grid = dist::ProcessGrid::create(world_ptr, gs);
+    struct Arm {
+      std::unique_ptr<models::Stepper> stepper;
+      double best = 1e300;
+    };
+    Arm arms[2];
+    const dist::ReducerMode modes[2] = {dist::ReducerMode::hooks, dist::ReducerMode::tape};
+    for (int a = 0; a < 2; ++a) {
+      auto model = std::make_shared<models::SFNO>(o, grid);
+      auto opt = std::make_shared<models::Adam>(model->named_parameters(), models::AdamOptions{.lr = 1e-4});
+      arms[a].stepper = std::make_unique<models::Stepper>(model, opt, aw);
+      arms[a].stepper->set_distributed(grid, {.mode = modes[a]});
+    }
+    const int64_t rows = grid.local_lat(o.img_size[0]).count, cols = grid.local_lon(o.img_size[1]).count;
+    const models::Batch b{randn({2, 3, rows, cols}, {8, 1}, DType::f32), randn({2, 2, 3, rows, cols}, {8, 2}, DType::f32)};
+    for (auto& arm : arms) arm.stepper->train_on_batch(b);  // warm-up (and the reducers' first-pass order)
+    for (int r = 0; r < rounds; ++r)
+      for (auto& arm : arms) arm.best = std::min(arm.best, measure(world, [&] { arm.stepper->train_on_batch(b); }, 1).seconds);
+    if (root) {
+      auto share = [](const models::Stepper& s) {
+        const auto& st = s.reducer()->stats();
+        return fmt::format("{} of {}", st.launched_in_backward, st.buckets_launched);
+      };
+      fmt::print("| {:<7} | {:>13.1f} | {:>13.1f} | {:>10.3f}x | {:>21} | {:>21} |\n", gs.str(), arms[0].best * 1e3,
+                 arms[1].best * 1e3, arms[1].best / arms[0].best, share(*arms[0].stepper), share(*arms[1].stepper));
+    }
+  }
+}
+
 }  // namespace
 
 int bench_dist(const BenchOptions& opt) {
@@ -168,6 +229,7 @@ int bench_dist(const BenchOptions& opt) {
   if (!opt.train_only) bench_sht_rows(*world, world, opt.quick);
   bench_train_rows(*world, world, opt.quick, false);
   bench_train_rows(*world, world, opt.quick, true);
+  bench_reducer_rows(*world, world, opt.quick);
   return 0;
 }
 
