@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `gradsphere train` under mpiexec on a tiny configuration, against one process:
-#   1. 1x2x2 and 2x1x2 runs end with checkpoints whose weights agree with the one-process run
-#      within 1e-5 (f32), and print the same validation table;
+#   1. 1x2x2 and 2x1x2 runs (the tape reducer) end with checkpoints whose weights agree with the
+#      one-process run within 1e-5 (f32), and print the same validation table; so does a 2x1x1 run
+#      with the hook reducer;
 #   2. a run stopped on 1x2x2 resumes on one process, and one stopped on one process resumes on
 #      2x1x2, each ending within 1e-5 of the uninterrupted run (checkpoints load on any grid);
 #   3. a grid that does not fit the job or the batch is refused with both numbers; an ensemble of
@@ -53,6 +54,13 @@ for grid in 1x2x2 2x1x2; do
     || fail "the $grid run counts other parameters than one process: $(grep parameters "$work/$grid.log")"
 done
 echo "ok: 1x2x2 and 2x1x2 end where one process does (weights within 1e-5, the same validation table)"
+
+# 1b. The hook reducer (distributed.reducer: hooks) ends where the tape reducer and one process do.
+{ cat "$work/tiny.yaml"; printf 'distributed:\n  reducer: hooks\n'; } > "$work/hooks.yaml"
+run "$work/hooks.log" "$mpiexec" -n 2 "$gs" train "$work/hooks.yaml" --out "$work/hooks" --grid 2x1x1
+"$diff_ckpt" "$work/hooks/checkpoint.safetensors" "$work/one/checkpoint.safetensors" 1e-5 \
+  || fail "the hook reducer's 2x1x1 checkpoint differs from one process"
+echo "ok: the hook reducer (2x1x1) ends where one process does"
 
 # 2. Stop on one grid, resume on another.
 run "$work/s1.log" "$mpiexec" -n 4 "$gs" train "$work/tiny.yaml" --out "$work/s" --grid 1x2x2 --stop-after 17
