@@ -2,8 +2,7 @@
 
 #include <atomic>
 
-#include <numeric>
-
+#include "distributed/block_transpose.h"
 #include "distributed/replica_check.h"
 #include "engine/autograd/forward_ad.h"
 #include "engine/autograd/grad_mode.h"
@@ -75,54 +74,14 @@ Tensor scatter_kernel(const Tensor& x, int64_t dim, Communicator& comm) {
 }
 
 
-// Packs each destination's block of `to` straight into one send buffer and unpacks each source's
-// block of `from` straight into the result: two copies around one all-to-all.
+// The all-to-all with every rank's blocks by split_block (block_transpose.h packs, moves and counts).
 Tensor transpose_kernel(const Tensor& x, int64_t from, int64_t to, int64_t from_global, Communicator& comm) {
-  forward_ad::PrimalOnlyGuard ng;
-  const int n = comm.size(), me = comm.rank();
-  const Block mine = split_block(from_global, n, me);
+  const int n = comm.size();
+  const Block mine = split_block(from_global, n, comm.rank());
   GS_CHECK(x.size(from) == mine.count,
            "transpose on {}: this rank holds {} indices along dim {} of {}, but its block of {} over {} ranks has {}",
            comm.describe(), x.size(from), from, x.meta_str(), from_global, n, mine.count);
-  const int64_t to_global = x.size(to);
-  const Tensor src = x.detach();
-  const Block my_to = split_block(to_global, n, me);
-  std::vector<int64_t> send_counts(n), recv_counts(n);
-  std::vector<Shape> send_shapes(n), recv_shapes(n);
-  for (int p = 0; p < n; ++p) {
-    send_shapes[p] = x.sizes();
-    send_shapes[p][to] = split_block(to_global, n, p).count;
-    send_counts[p] = numel_of(send_shapes[p]);
-    recv_shapes[p] = x.sizes();
-    recv_shapes[p][from] = split_block(from_global, n, p).count;
-    recv_shapes[p][to] = my_to.count;
-    recv_counts[p] = numel_of(recv_shapes[p]);
-  }
-  Tensor send = empty({std::accumulate(send_counts.begin(), send_counts.end(), int64_t{0})}, x.dtype(), x.device());
-  Tensor recv = empty({std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0})}, x.dtype(), x.device());
-  int64_t off = 0;
-  for (int p = 0; p < n; ++p) {
-    const Block b = split_block(to_global, n, p);
-    if (send_counts[p] > 0)
-      copy_values(reshape(narrow(send, 0, off, send_counts[p]), send_shapes[p]), narrow(src, to, b.start, b.count));
-    off += send_counts[p];
-  }
-  comm.all_to_all(send, send_counts, recv, recv_counts);
-  count_traffic(&CollectiveTraffic::transpose,
-                (std::accumulate(send_counts.begin(), send_counts.end(), int64_t{0}) - send_counts[me]) *
-                    static_cast<int64_t>(dtype_size(x.dtype())));
-  Shape out_shape = x.sizes();
-  out_shape[from] = from_global;
-  out_shape[to] = my_to.count;
-  Tensor out = empty(out_shape, x.dtype(), x.device());
-  off = 0;
-  for (int p = 0; p < n; ++p) {
-    const Block b = split_block(from_global, n, p);
-    if (recv_counts[p] > 0)
-      copy_values(narrow(out, from, b.start, b.count), reshape(narrow(recv, 0, off, recv_counts[p]), recv_shapes[p]));
-    off += recv_counts[p];
-  }
-  return out;
+  return BlockTranspose(x, from, to, split_counts(from_global, n), split_counts(x.size(to), n), comm).finish();
 }
 
 }  // namespace

@@ -280,6 +280,8 @@ GradientReducer::GradientReducer(ProcessGrid grid, std::vector<ReducedParameter>
 
 GradientReducer::~GradientReducer() {
   state_->dead = true;
+  // A stash recorded under create_graph holds a graph that holds the nodes that hold the state.
+  state_->stash.clear();
   for (auto& b : state_->buckets)
     if (b.work) b.work->wait();
 }

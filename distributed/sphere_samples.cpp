@@ -4,6 +4,7 @@
 // its gradient the global one (what the reducer's sum gives a model's parameters).
 #include "distributed/collectives.h"
 #include "distributed/dist_registry.h"
+#include "distributed/pipelined_sht.h"
 #include "distributed/sphere_blocks.h"
 #include "distributed/sphere_transforms.h"
 #include "engine/factory.h"
@@ -23,24 +24,42 @@ std::vector<ShtSpec> sample_specs() {
 
 std::string spec_label(const ShtSpec& s) { return fmt::format("{} {}x{}", sphere::grid_name(s.grid), s.nlat, s.nlon); }
 
-// forward: a field tile (1, 2, rows, cols) -> coefficients; inverse: coefficients -> a tile.
+// Runs the transforms in `chunks` chunks (pipelined_sht.h; 0: the setting as it is), restoring it after.
+struct ChunksScope {
+  explicit ChunksScope(int chunks) : active(chunks > 0), previous(active ? set_sht_pipeline_chunks(chunks) : 0) {}
+  ~ChunksScope() {
+    if (active) set_sht_pipeline_chunks(previous);
+  }
+  ChunksScope(const ChunksScope&) = delete;
+  ChunksScope& operator=(const ChunksScope&) = delete;
+  bool active;
+  int previous;
+};
+
+// forward: a field tile (1, 2, rows, cols) -> coefficients; inverse: coefficients -> a tile. Then
+// the first spec again on 4 fields (already flat: (4, [2,] rows, cols)) pipelined in 2 chunks, so
+// that its tape ops (the transform and its adjoint) are what the gradients come from.
 std::vector<DistSample> transform_samples(const ProcessGrid& grid, RandomKey key, bool inverse, bool vector) {
   std::vector<DistSample> out;
   uint64_t s = key.stream;
-  for (const ShtSpec& spec : sample_specs()) {
+  auto add = [&](const ShtSpec& spec, Shape shape, int chunks) {
     DistSample d;
-    d.label = spec_label(spec);
-    const Shape shape = inverse ? Shape{1, 2, local_degrees(grid, spec.lmax).count, local_orders(grid, spec.mmax).count}
-                                : Shape{1, 2, grid.local_lat(spec.nlat).count, grid.local_lon(spec.nlon).count};
-    d.inputs = {dist_sample_leaf(grid, shape, {key.seed, ++s}, Placement::per_rank(), inverse ? DType::c128 : DType::f64)};
+    d.label = chunks > 0 ? spec_label(spec) + ", 4 fields pipelined in 2 chunks" : spec_label(spec);
+    if (inverse) shape.insert(shape.end(), {local_degrees(grid, spec.lmax).count, local_orders(grid, spec.mmax).count});
+    else shape.insert(shape.end(), {grid.local_lat(spec.nlat).count, grid.local_lon(spec.nlon).count});
+    d.inputs = {
+        dist_sample_leaf(grid, shape, {key.seed, ++s}, Placement::per_rank(), inverse ? DType::c128 : DType::f64)};
     d.input_placement = {Placement::per_rank()};
     d.output_placement = {Placement::per_rank()};
-    d.fn = [spec, grid, inverse, vector](const V& x) {
+    d.fn = [spec, grid, inverse, vector, chunks](const V& x) {
+      ChunksScope scope(chunks);
       if (vector) return V{inverse ? ivector_sht(x[0], spec, grid) : vector_sht(x[0], spec, grid)};
       return V{inverse ? isht(x[0], spec, grid) : sht(x[0], spec, grid)};
     };
     out.push_back(std::move(d));
-  }
+  };
+  for (const ShtSpec& spec : sample_specs()) add(spec, {1, 2}, 0);
+  add(sample_specs()[0], vector ? Shape{4, 2} : Shape{4}, 2);
   return out;
 }
 

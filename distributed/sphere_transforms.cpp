@@ -4,6 +4,7 @@
 #include "distributed/sphere_transforms.h"
 
 #include "distributed/collectives.h"
+#include "distributed/pipelined_sht.h"
 #include "engine/error.h"
 #include "ops/sphere/fft.h"
 #include "ops/sphere/vector_sht.h"
@@ -29,7 +30,7 @@ Fields flatten_fields(const Tensor& x, bool vector, const char* op) {
   f.lead.assign(x.sizes().begin(), x.sizes().end() - trailing);
   Shape flat{numel_of(f.lead)};
   for (int64_t d = x.dim() - trailing; d < x.dim(); ++d) flat.push_back(x.size(d));
-  f.x = reshape(x, flat);
+  f.x = x.sizes() == flat ? x : reshape(x, flat);  // already flat: no reshape node
   f.lat = trailing - 1;
   f.lon = trailing;
   return f;
@@ -38,7 +39,7 @@ Fields flatten_fields(const Tensor& x, bool vector, const char* op) {
 Tensor unflatten_fields(const Tensor& y, const Fields& f) {
   Shape out = f.lead;
   for (int64_t d = 1; d < y.dim(); ++d) out.push_back(y.size(d));
-  return reshape(y, out);
+  return y.sizes() == out ? y : reshape(y, out);
 }
 
 void check_tile(const Tensor& x, int64_t rows, int64_t cols, const char* what, const char* op, const ShtSpec& spec,
@@ -53,6 +54,8 @@ Tensor analysis(const Tensor& input, const ShtSpec& spec, const ProcessGrid& gri
   Fields f = flatten_fields(input, vector, op);
   const bool split_w = grid.w_size() > 1, split_h = grid.h_size() > 1;  // (a layout-only grid has no communicators)
   const int64_t n = f.x.size(0);
+  if (const int64_t chunks = sht_pipeline_chunks_for(grid); chunks > 1)
+    return unflatten_fields(pipelined_analysis(f.x, spec, grid, vector, chunks), f);
   Tensor x = f.x;
   if (split_w) x = transpose(x, f.lon, 0, spec.nlon, grid.comm(Group::w));  // full rows of some fields
   Tensor X = sphere::rfft_lon(x, spec.mmax);
@@ -70,6 +73,8 @@ Tensor synthesis(const Tensor& coeffs, const ShtSpec& spec, const ProcessGrid& g
   Fields f = flatten_fields(coeffs, vector, op);
   const bool split_w = grid.w_size() > 1, split_h = grid.h_size() > 1;
   const int64_t n = f.x.size(0);
+  if (const int64_t chunks = sht_pipeline_chunks_for(grid); chunks > 1)
+    return unflatten_fields(pipelined_synthesis(f.x, spec, grid, vector, chunks), f);
   Tensor A = f.x;
   if (split_h) A = transpose(A, f.lat, 0, spec.lmax, grid.comm(Group::h));  // every degree of some fields
   const int64_t m0 = local_orders(grid, spec.mmax).start;

@@ -54,6 +54,8 @@ void add_bench_command(CLI::App& app, CommandRegistry& commands) {
   sub->add_option("--grid", args->options.grid,
                   "bench data, ensemble under mpiexec: the process grid DATAxHxW or ENSEMBLExDATAxHxW");
   sub->add_flag("--train", args->options.train_only, "bench dist: only the training steps (time and bytes by collective)");
+  sub->add_flag("--pipeline", args->options.pipeline_only,
+                "bench dist: only the pipelined transposes against the unpipelined path");
   commands.add(sub, [args] { return run_bench(*args); });
 }
 

@@ -1,19 +1,22 @@
-// `mpiexec -n N gradsphere bench dist [--train]`: the distributed SHT and one SFNO training step
-// (with and without local 3x3 skips) on every spatial grid 1 x h x w of the N ranks; --train: the
-// training steps only. Per row: the slowest rank's median time, the bytes the
-// busiest rank sent to other ranks per call (counted by the transposes), the least a transpose-based
-// transform must send (every block as even as the split allows: sphere_transforms.h), and the
+// `mpiexec -n N gradsphere bench dist [--train | --pipeline]`: the distributed SHT and one SFNO
+// training step (with and without local 3x3 skips) on every spatial grid 1 x h x w of the N ranks;
+// --train: the training steps only; --pipeline: only the pipelined transposes against the
+// unpipelined path (bench_pipeline_rows, which a full run also prints after the SHT rows). Per
+// row: the slowest rank's median time, the bytes the busiest rank sent to other ranks per call
+// (counted by the transposes), the least a transpose-based transform must send (every block as even as the split allows: sphere_transforms.h), and the
 // Legendre table bytes each rank holds against one process. Strong scaling: a fixed problem at
 // every N; weak scaling: the fields grow with N (the work per rank stays the same). Run at N = 1, 2
 // and 4 and compare the rows.
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <vector>
 
 #include "distributed/collectives.h"
+#include "distributed/pipelined_sht.h"
 #include "distributed/sphere_transforms.h"
 #include "distributed/world.h"
 #include "engine/autograd/grad_mode.h"
@@ -114,6 +117,101 @@ void bench_sht_rows(dist::Communicator& world, const dist::CommPtr& world_ptr, b
                    fwd.bytes_sent / 1e6, min_bytes / 1e6, tables / 1e6);
     }
   }
+}
+
+// The transposes of one unpipelined transform, alone: each on a tensor of the shape it moves there
+// (sphere_transforms.h's steps), for the share of transpose time a pipelined transform hides.
+std::vector<std::function<void()>> transposes_of(const sphere::ShtSpec& spec, int64_t fields,
+                                                 const dist::ProcessGrid& grid, bool analysis) {
+  const int64_t rows = grid.local_lat(spec.nlat).count, ord = dist::local_orders(grid, spec.mmax).count;
+  const int64_t bw = dist::split_block(fields, grid.w_size(), grid.w_rank()).count;
+  const int64_t bh = dist::split_block(fields, grid.h_size(), grid.h_rank()).count;
+  std::vector<std::function<void()>> out;
+  auto add = [&](Shape shape, DType dt, int64_t from, int64_t to, int64_t global, dist::Group g) {
+    const Tensor t = randn(shape, {9, out.size()}, dt);
+    out.push_back([t, from, to, global, comm = grid.comm(g)] { dist::transpose(t, from, to, global, comm); });
+  };
+  const bool w = grid.w_size() > 1, h = grid.h_size() > 1;
+  if (analysis) {
+    if (w) add({fields, rows, grid.local_lon(spec.nlon).count}, DType::f32, 2, 0, spec.nlon, dist::Group::w);
+    if (w) add({bw, rows, spec.mmax}, DType::c64, 0, 2, fields, dist::Group::w);
+    if (h) add({fields, rows, ord}, DType::c64, 1, 0, spec.nlat, dist::Group::h);
+    if (h) add({bh, spec.lmax, ord}, DType::c64, 0, 1, fields, dist::Group::h);
+  } else {
+    if (h) add({fields, dist::local_degrees(grid, spec.lmax).count, ord}, DType::c64, 1, 0, spec.lmax, dist::Group::h);
+    if (h) add({bh, spec.nlat, ord}, DType::c64, 0, 1, fields, dist::Group::h);
+    if (w) add({fields, rows, ord}, DType::c64, 2, 0, spec.mmax, dist::Group::w);
+    if (w) add({bw, rows, spec.nlon}, DType::f32, 0, 2, fields, dist::Group::w);
+  }
+  return out;
+}
+
+// Pipelined transposes (distributed/pipelined_sht.h) against the unpipelined path, measured in the
+// same run: the arms alternate round by round (so drift falls on all alike); each round's time is
+// the slowest rank's, and the median over rounds is reported. Hidden: (unpipelined - pipelined) /
+// the transposes alone.
+void bench_pipeline_rows(dist::Communicator& world, const dist::CommPtr& world_ptr, bool quick) {
+  const bool root = world.rank() == 0;
+  const int64_t n = world.size();
+  if (n == 1) return;
+  const sphere::ShtSpec spec = quick ? sphere::make_sht_spec(sphere::GridKind::legendre_gauss, 32, 64)
+                                     : sphere::make_sht_spec(sphere::GridKind::legendre_gauss, 181, 360);
+  const int64_t fields = quick ? 4 : 32;
+  const int rounds = quick ? 2 : 31;
+  const std::vector<int> chunk_counts{1, 2, 4, 8};  // 1: the unpipelined path
+  if (root) {
+    fmt::print("\npipelined transposes: {}, {} f32 fields, forward only; median of {} alternating rounds\n\n",
+               spec.str(), fields, rounds);
+    fmt::print("| {:<7} | {:<9} | {:>6} | {:>8} | {:>13} | {:>9} | {:>12} | {:>7} |\n", "grid", "transform", "chunks",
+               "ms", "vs unpipel.", "sent MB", "transposes", "hidden");
+    fmt::print("|---------|-----------|--------|----------|---------------|-----------|--------------|---------|\n");
+  }
+  NoGradGuard ng;
+  const int previous = dist::set_sht_pipeline_chunks(1);
+  for (const auto& gs : spatial_grids(n)) {
+    if (gs.h * gs.w == 1) continue;
+    const auto grid = dist::ProcessGrid::create(world_ptr, gs);
+    const Tensor x = randn({fields, grid.local_lat(spec.nlat).count, grid.local_lon(spec.nlon).count}, {3, 1},
+                           DType::f32);
+    const Tensor c = dist::sht(x, spec, grid);
+    for (bool analysis : {true, false}) {
+      // Arms: 1 chunk (unpipelined), each chunk count, then the transposes alone.
+      std::vector<std::function<void()>> arms;
+      for (int k : chunk_counts) {
+        arms.push_back([&, k] {
+          dist::set_sht_pipeline_chunks(k);
+          if (analysis) dist::sht(x, spec, grid);
+          else dist::isht(c, spec, grid);
+        });
+      }
+      const auto transposes = transposes_of(spec, fields, grid, analysis);
+      arms.push_back([&] {
+        for (const auto& t : transposes) t();
+      });
+      std::vector<std::vector<double>> times(arms.size());
+      std::vector<int64_t> bytes(arms.size(), 0);
+      for (int r = 0; r <= rounds; ++r)  // round 0 warms up
+        for (size_t a = 0; a < arms.size(); ++a) {
+          world.barrier();
+          const int64_t b0 = dist::collective_traffic().transpose;
+          const auto t0 = std::chrono::steady_clock::now();
+          arms[a]();
+          const double ms = max_over_ranks(world, ms_since(t0));
+          bytes[a] = dist::collective_traffic().transpose - b0;
+          if (r > 0) times[a].push_back(ms);
+        }
+      std::vector<double> med;
+      for (const auto& t : times) med.push_back(median(t));
+      for (size_t a = 0; a + 1 < arms.size(); ++a) {
+        const double sent_a = max_over_ranks(world, static_cast<double>(bytes[a])) / 1e6;
+        if (!root) continue;
+        fmt::print("| {:<7} | {:<9} | {:>6} | {:>8.2f} | {:>12.3f}x | {:>9.3f} | {:>9.2f} ms | {:>6.0f}% |\n", gs.str(),
+                   analysis ? "sht" : "isht", chunk_counts[a], med[a], med[a] / med[0], sent_a, med.back(),
+                   100.0 * (med[0] - med[a]) / med.back());
+      }
+    }
+  }
+  dist::set_sht_pipeline_chunks(previous);
 }
 
 void bench_train_rows(dist::Communicator& world, const dist::CommPtr& world_ptr, bool quick, bool local) {
@@ -226,7 +324,12 @@ void bench_reducer_rows(dist::Communicator& world, const dist::CommPtr& world_pt
 int bench_dist(const BenchOptions& opt) {
   auto world = dist::world_communicator();
   if (world->rank() == 0) fmt::print("gradsphere bench dist  ({} ranks)\n\n", world->size());
+  if (opt.pipeline_only) {
+    bench_pipeline_rows(*world, world, opt.quick);
+    return 0;
+  }
   if (!opt.train_only) bench_sht_rows(*world, world, opt.quick);
+  if (!opt.train_only) bench_pipeline_rows(*world, world, opt.quick);
   bench_train_rows(*world, world, opt.quick, false);
   bench_train_rows(*world, world, opt.quick, true);
   bench_reducer_rows(*world, world, opt.quick);

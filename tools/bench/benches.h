@@ -10,6 +10,7 @@ struct BenchOptions {
   bool quick = false;  // small sizes, for smoke tests in the test suite
   std::string csv;     // if set, also write the results there as CSV (benchmarks that support it)
   bool train_only = false;  // bench dist: only the training step
+  bool pipeline_only = false;  // bench dist: only the pipelined-transpose rows
   std::string device = "cpu";  // bench engine, sht and train: cpu, cuda or cuda:N
   bool bf16_mlp = false;  // bench train: each case also with the MLP's saved activations in bf16
   std::string grid;       // bench data, ensemble under mpiexec: the process grid [E]xDxHxW
