@@ -53,7 +53,7 @@ struct CostInputs {
   double bandwidth_bytes_per_second = 0;
   double latency_seconds = 0;
   double memory_limit_bytes = 0;        // per rank; 0: no limit
-  double transpose_hidden_share = 0;    // of transpose time hidden by pipelining (not measured: 0)
+  double transpose_hidden_share = 0;    // of transpose time hidden by pipelining (none on CPUs: 0)
   double allreduce_hidden_share = 0;    // of the all-reduce overlapped with backward (reducer)
 };
 

@@ -30,7 +30,8 @@ GPUS_PER_NODE = 8
 GLOBAL_BATCH_MAX = 64  # larger global batches are not used to train SFNOs: beyond it, split the sphere
 ALLREDUCE_HIDDEN_SHARE = 1.0  # of the all-reduce overlapped with backward: every bucket launched in backward
 BUCKET_BYTES = 25 * 2 ** 20  # the reducer's bucket (ReducerOptions::bucket_bytes, DDP's 25 MB)
-TRANSPOSE_HIDDEN_SHARE = 0.0  # of transpose time hidden by pipelining the SHT: not measured yet, so 0
+TRANSPOSE_HIDDEN_SHARE = 0.0  # of transpose time hidden by pipelining the SHT: measured on the 2-vCPU VM,
+                              # none (pipelining was 2-52% slower: distributed/BENCHMARKS.md); GPUs unmeasured
 
 
 def forward_flops():

@@ -101,7 +101,7 @@ struct OutputConfig {
 // rate, bandwidth, latency or memory limit is measured at start-up (tools/grid_plan.h).
 struct CostModelConfig {
   std::optional<double> flops_per_second, bandwidth_bytes_per_second, latency_seconds, memory_limit_bytes;
-  double transpose_hidden_share = 0;  // of transpose time hidden by pipelining (not yet measured: 0)
+  double transpose_hidden_share = 0;  // of transpose time hidden by pipelining (none measured on CPUs: 0)
   double allreduce_hidden_share = 0;  // of the gradient all-reduce overlapped with backward (the reducer)
 };
 
