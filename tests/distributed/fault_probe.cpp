@@ -4,14 +4,20 @@
 //   throw RANK      rank RANK throws a gs::Error while the others wait in an all-reduce
 //   skip RANK       rank RANK never joins an all-reduce (GS_COMM_TIMEOUT ends the others)
 //   mismatch RANK   rank RANK runs a barrier where the others all-reduce (GS_CHECK_REPLICAS=1 names both)
+//   reducer RANK    a tape-reducer backward where rank RANK ran its forward outside forward_scope()
+//                   (its gradient went around the reduction: refused there) while the others reduce
 //   ok              every rank all-reduces and exits 0
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "distributed/process_grid.h"
+#include "distributed/reducer.h"
 #include "distributed/world.h"
 #include "engine/error.h"
 #include "engine/factory.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
 
 using namespace gs;
 
@@ -26,6 +32,19 @@ int main(int argc, char** argv) {
     if (mode == "skip" && world->rank() == bad) {
       world->barrier();  // waits for the others, who are in an all-reduce: never completes
       return 0;
+    }
+    if (mode == "reducer") {
+      auto grid = dist::ProcessGrid::create(world, {world->size(), 1, 1});
+      Tensor w = ones({3}, DType::f64).set_requires_grad();
+      dist::GradientReducer reducer(grid, {{"w", w, dist::Distribution::replicated()}});
+      Tensor loss;
+      if (world->rank() == bad) {
+        loss = sum(mul(w, w));  // no forward scope: the reducer's hook refuses the gradient
+      } else {
+        dist::ReducedForward scope = reducer.forward_scope();
+        loss = sum(mul(w, w));
+      }
+      loss.backward();
     }
     if (mode == "mismatch" && world->rank() == bad) world->barrier();
     else world->all_reduce(t, dist::ReduceOp::sum);

@@ -32,6 +32,7 @@ run_case() {  # NAME EXPECTED_TEXT MAX_SECONDS ENV... -- ARGS...
 run_case "error on rank 2 ends every rank" "\[rank 2\] error: probe: rank 2 hit a bad input file" 20 GS_COMM_TIMEOUT=600 -- throw 2
 run_case "a rank that never joins: collective timeout" "collective timeout: rank" 30 GS_COMM_TIMEOUT=3 -- skip 1
 run_case "mismatched collectives named by the replica checker" "ranks reached different collectives" 20 GS_CHECK_REPLICAS=1 -- mismatch 1
+run_case "a tape-reducer gradient that went around the reduction on rank 1" "\[rank 1\] error: .*did not pass through its bucket's reduction node" 20 GS_COMM_TIMEOUT=600 -- reducer 1
 # The control: a healthy run exits 0.
 if ! out="$(timeout 60 "$mpiexec" -n 3 "$probe" ok 2>&1)" || ! grep -q "all ranks done, sum 3" <<< "$out"; then
   echo "FAIL healthy run: $out"; failures=$((failures + 1))
