@@ -29,7 +29,8 @@ namespace gs::dist {
 int set_sht_pipeline_chunks(int chunks);
 int sht_pipeline_chunks();
 
-// The chunks a transform on `grid` runs in (1: unpipelined; always 1 without a spatial split). The
+// The chunks a transform on `grid` runs in (1: unpipelined; without a spatial split only a count
+// set explicitly pipelines: the kernels then run chunk by chunk, with no transposes). The
 // automatic rule is unpipelined: on the CPU the pipelined path was slower in every measurement
 // (BENCHMARKS.md, "Pipelined transposes"); a GPU run (NCCL moving data beside the kernels) is
 // where it may pay, and is not measured yet. Force it with GS_SHT_PIPELINE or the setter above.

@@ -36,6 +36,14 @@ class ReduceGradientsNode : public Node {
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
     return state_->tape_backward(bucket_, std::move(grads));
   }
+  std::string capture_refusal(uint32_t slot) const override {
+    const ReducedParameter& p = state_->params[static_cast<size_t>(state_->buckets[bucket_].params[slot])];
+    return fmt::format(
+        "parameter '{}' is routed through the gradient reducer's node while its forward_scope() is open, so grad() "
+        "would return this rank's unreduced partial; close the scope first (the parameter is a leaf again, and "
+        "grad() returns the reduced gradient)",
+        p.name);
+  }
 
  private:
   // Owned: a graph outlives the reducer object that recorded it (a function that builds a reducer

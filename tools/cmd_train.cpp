@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -261,14 +262,15 @@ class TrainLoop {
       if (step % s_.cfg.training.log_every == 0 || step == total_) write_metrics_row(step, r, end.t_train);
       if ((s_.cfg.validation.every > 0 && step % s_.cfg.validation.every == 0) || step == total_)
         end.last_scores = validate(step);
-      // A signal may reach the ranks at different steps: they agree before anyone stops.
-      const bool stop = dist::any_rank(
-          s_.grid, StopSignals::requested() || (args_.stop_after > 0 && end.steps_here >= args_.stop_after));
+      // A signal may reach the ranks at different steps: they agree before anyone stops, and on
+      // the exit code (the signal's, on every rank, even one the signal has not reached yet).
+      const auto [signal_code, stop_after] = agreed_stop(args_.stop_after > 0 && end.steps_here >= args_.stop_after);
+      const bool stop = signal_code != 0 || stop_after;
       if (step % s_.cfg.training.checkpoint_every == 0 || step == total_ || stop) save();
       if (stop && step < total_) {
         bar_.finish();
         print_how_to_resume(step);
-        end.stopped = StopSignals::requested() ? StopSignals::exit_code() : 0;
+        end.stopped = signal_code;
         return end;
       }
     }
@@ -277,6 +279,16 @@ class TrainLoop {
   }
 
  private:
+  // Over every rank, in one all-reduce: 128 + the signal that asked any rank to stop (0 for none),
+  // and whether any rank reached --stop-after.
+  std::pair<int, bool> agreed_stop(bool stop_after_here) const {
+    Tensor v = from_vector(
+        std::vector<int64_t>{StopSignals::requested() ? StopSignals::exit_code() : 0, stop_after_here ? 1 : 0});
+    if (!s_.grid.is_single_process()) s_.grid.comm(dist::Group::world)->all_reduce(v, dist::ReduceOp::max);
+    const auto r = v.to_vector<int64_t>();
+    return {static_cast<int>(r[0]), r[1] != 0};
+  }
+
   static ProgressOptions progress_options(const TrainSession& s) {
     ProgressOptions progress;
     if (!s.root) progress.out = silent_stream();  // one progress line per job, from rank 0

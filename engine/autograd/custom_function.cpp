@@ -86,12 +86,12 @@ struct CustomFunctionImpl {
     }
     // Saved in save_for_backward's order; outputs are saved as outputs (no reference cycle).
     for (const auto& s : ctx->to_save_) {
-      std::string role = "a tensor computed in forward";
+      SavedRole role;
       bool is_output = false;
       for (size_t k = 0; k < outputs.size() && !is_output; ++k)
-        if (outputs[k].is_same(s)) is_output = true, role = fmt::format("output {}", k);
+        if (outputs[k].is_same(s)) is_output = true, role = SavedRole::output(k);
       for (size_t k = 0; k < inputs.size() && !is_output; ++k)
-        if (inputs[k].is_same(s)) role = fmt::format("input {}", k);
+        if (inputs[k].is_same(s)) role = SavedRole::input(k);
       node->saved.emplace_back(s, is_output, role);
     }
     for (const auto& nd : ctx->non_differentiable_)

@@ -414,6 +414,10 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
              "against",
              i, inputs[i].defined() ? inputs[i].meta_str() : "undefined");
     Edge e = gradient_edge(inputs[i]);
+    if (e.fn) {
+      const std::string why = e.fn->capture_refusal(e.output_nr);
+      GS_CHECK(why.empty(), "grad: input {} ({}): {}", i, inputs[i].meta_str(), why);
+    }
     cap.targets.emplace_back(e.fn, e.output_nr, i);
   }
   CallbackScope cbs;

@@ -35,8 +35,16 @@ Tensor copy_gradient(const Tensor& g) {
 std::string TensorMeta::str() const { return fmt::format("{} {}", dtype_name(dtype), shape_str(sizes)); }
 
 // ---- SavedTensor
-SavedTensor::SavedTensor(const Tensor& t, bool is_output, std::string role)
-    : is_output_(is_output), role_(std::move(role)) {
+std::string SavedRole::str() const {
+  switch (kind) {
+    case Kind::input: return fmt::format("input {}", index);
+    case Kind::output: return fmt::format("output {}", index);
+    case Kind::computed: break;
+  }
+  return "a tensor computed in forward";
+}
+
+SavedTensor::SavedTensor(const Tensor& t, bool is_output, SavedRole role) : is_output_(is_output), role_(role) {
   if (!t.defined()) return;
   was_defined_ = true;
   saved_version_ = t.version();
@@ -66,7 +74,7 @@ void SavedTensor::check_version(uint64_t now, const std::shared_ptr<Node>& owner
   fail("one of the tensors needed for gradient computation has been modified by an in-place operation: "
        "{} of {} ({}, {}) was saved at version {} and is now at version {}. Something wrote to it (or to a "
        "view sharing its storage) between forward and backward. {}",
-       role_, owner->describe(), dtype_name(data_.defined() ? data_.dtype() : packed_meta_.dtype),
+       role(), owner->describe(), dtype_name(data_.defined() ? data_.dtype() : packed_meta_.dtype),
        shape_str(data_.defined() ? data_.sizes() : packed_meta_.sizes), saved_version_, now,
        AnomalyMode::enabled()
            ? "Look for in-place writes (add_, copy_, optimizer steps, buffer broadcasts) after that node ran."
@@ -83,13 +91,13 @@ Tensor SavedTensor::unpack_hooked(const std::shared_ptr<Node>& owner) const {
   } catch (const std::bad_any_cast&) {
     fail("saved-tensor hooks: the unpack hook could not take what the pack hook returned for {} of {} (a "
          "std::any holding another type than the unpack hook casts to); pack and unpack must agree",
-         role_, owner->describe());
+         role(), owner->describe());
   }
   GS_CHECK(u.defined() && u.sizes() == packed_meta_.sizes && u.dtype() == packed_meta_.dtype &&
                u.device() == packed_meta_.device,
            "saved-tensor hooks: the unpack hook returned {} for {} of {}, expected the packed tensor's shape, dtype "
            "and device: {} {} on {}",
-           u.defined() ? u.meta_str() : "an undefined tensor", role_, owner->describe(), dtype_name(packed_meta_.dtype),
+           u.defined() ? u.meta_str() : "an undefined tensor", role(), owner->describe(), dtype_name(packed_meta_.dtype),
            shape_str(packed_meta_.sizes), packed_meta_.device.str());
   if (!requires_grad_) return u.detach();
   // The saved tensor's history: the owner for an output, the input's grad_fn or leaf accumulator.
@@ -108,7 +116,7 @@ Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
            "Trying to backward through the graph a second time (or to read saved tensors after they were freed): "
            "{} of {} was released when backward first ran through it. Pass retain_graph=true to the first "
            "backward() or grad() call if you need to run backward through the same graph again.",
-           role_, owner->describe());
+           role(), owner->describe());
   if (unpack_hook_) return unpack_hooked(owner);
   check_version(data_.version(), owner);
   if (!is_output_ || !requires_grad_) return data_;

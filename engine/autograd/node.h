@@ -34,6 +34,18 @@ struct TensorMeta {
   std::string str() const;
 };
 
+// What a saved tensor is to its node, for error messages: kept as two numbers and spelled out only
+// when a message needs it ("input 1", "output 0", "a tensor computed in forward"), so recording an
+// op formats no strings.
+struct SavedRole {
+  enum class Kind : uint8_t { input, output, computed };
+  Kind kind = Kind::computed;
+  uint32_t index = 0;
+  static SavedRole input(size_t i) { return {Kind::input, static_cast<uint32_t>(i)}; }
+  static SavedRole output(size_t i) { return {Kind::output, static_cast<uint32_t>(i)}; }
+  std::string str() const;
+};
+
 // A tensor saved for backward, with the version it was saved at. Saved outputs are stored without
 // their grad_fn (that would be a reference cycle) and re-attached to the owning node on unpack.
 // Under saved-tensor hooks (saved_hooks.h) the packed value is kept instead of the tensor, with
@@ -41,7 +53,7 @@ struct TensorMeta {
 class SavedTensor {
  public:
   SavedTensor() = default;
-  SavedTensor(const Tensor& t, bool is_output, std::string role);
+  SavedTensor(const Tensor& t, bool is_output, SavedRole role);
   // Throws if the graph was released or the tensor was modified in place since it was saved.
   Tensor unpack(const std::shared_ptr<Node>& owner) const;
   void release() {
@@ -52,7 +64,7 @@ class SavedTensor {
   }
   bool defined() const { return was_defined_; }
   uint64_t saved_version() const { return saved_version_; }
-  const std::string& role() const { return role_; }
+  std::string role() const { return role_.str(); }
   const Tensor& peek() const { return data_; }  // for DOT export and forward AD; no checks
   bool is_output() const { return is_output_; }
   // For ~Node's iterative release: the history kept for a hooked saved input.
@@ -67,7 +79,7 @@ class SavedTensor {
   uint32_t output_nr_ = 0;
   bool released_ = false;
   bool was_defined_ = false;
-  std::string role_;  // "input 1", "output 0", "a tensor computed in forward"
+  SavedRole role_;
   // Saved through hooks:
   std::any packed_;
   std::function<Tensor(const std::any&)> unpack_hook_;
@@ -95,6 +107,10 @@ class Node : public std::enable_shared_from_this<Node> {
   // grads: one per forward output (zero-filled by the engine); returns one per forward input.
   virtual std::vector<Tensor> apply(std::vector<Tensor> grads) = 0;
   virtual void release_saved();
+  // Why grad() must not return the gradient arriving at forward output `slot` ("" when it may):
+  // the gradient reducer's node, whose outputs are parameters routed through it, would hand
+  // grad() the rank's unreduced partial while its forward scope is open.
+  virtual std::string capture_refusal(uint32_t slot) const { return {}; }
   // Tensor hooks on the gradient of forward output `slot`; may replace it.
   virtual Tensor run_tensor_hooks(uint32_t slot, Tensor grad);
   void add_tensor_pre_hook(uint32_t slot, TensorHook hook);

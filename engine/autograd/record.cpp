@@ -86,10 +86,10 @@ void check_history_current(const Tensor& t, const std::string& op) {
            op, t.meta_str(), m.history_version, t.version());
 }
 
-std::string saved_role(const Tensor& t, const std::vector<Tensor>& inputs) {
+SavedRole saved_role(const Tensor& t, const std::vector<Tensor>& inputs) {
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].is_same(t)) return fmt::format("input {}", i);
-  return "a tensor computed in forward";
+    if (inputs[i].is_same(t)) return SavedRole::input(i);
+  return {};
 }
 
 }  // namespace
@@ -110,6 +110,9 @@ void connect_node_impl(const std::shared_ptr<Node>& node, const std::vector<Tens
                        const std::vector<Tensor*>& outputs, const std::vector<Tensor>& saved,
                        const std::vector<size_t>& saved_outputs, Tangents tangents, bool attach) {
   node->next_edges.reserve(inputs.size());
+  node->input_meta.reserve(inputs.size());
+  node->output_meta.reserve(outputs.size());
+  node->saved.reserve(saved.size() + saved_outputs.size());
   for (const auto& in : inputs) {
     check_history_current(in, node->name());
     node->next_edges.push_back(gradient_edge(in));
@@ -129,7 +132,7 @@ void connect_node_impl(const std::shared_ptr<Node>& node, const std::vector<Tens
     m.history_version = out.version();
   }
   for (size_t idx : saved_outputs)
-    node->saved.emplace_back(*outputs.at(idx), true, fmt::format("output {}", idx));
+    node->saved.emplace_back(*outputs.at(idx), true, SavedRole::output(idx));
   if (tangents != Tangents::none && forward_ad::active())
     forward_ad::propagate_tangents(node, inputs, outputs, tangents == Tangents::inplace);
 }

@@ -116,9 +116,12 @@ TEST_CASE("pipelined sht: values, gradients, second-order terms and bytes equal 
 TEST_CASE("pipelined sht: the setting") {
   ChunksGuard restore;
   const ProcessGrid one;
-  CHECK(sht_pipeline_chunks_for(one) == 1);  // nothing to pipeline on one process
+  set_sht_pipeline_chunks(0);
+  CHECK(sht_pipeline_chunks_for(one) == 1);  // automatic: no transposes to hide on one process
   set_sht_pipeline_chunks(4);
   CHECK(sht_pipeline_chunks() == 4);
+  CHECK(sht_pipeline_chunks_for(one) == 4);  // a count asked for runs the kernels chunk by chunk
+  set_sht_pipeline_chunks(1);
   CHECK(sht_pipeline_chunks_for(one) == 1);
   CHECK(gs_test::contains(gs_test::error_of([] { set_sht_pipeline_chunks(-1); }), "expected 0 (automatic)"));
 }

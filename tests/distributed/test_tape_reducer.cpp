@@ -5,8 +5,8 @@
 //     to the loss) trained for 3 SGD steps: losses and weights;
 //   - a Hessian-vector product of the global loss with respect to the parameters (the reduction
 //     recorded under create_graph, differentiated again);
-// and the reduction nodes in the DOT export and in anomaly names, and the error for a gradient
-// that went around them. Both modes' first-order gradients: test_reducer.cpp.
+// and the reduction nodes in the DOT export and in anomaly names, and the errors for a gradient
+// that went around them and for grad() of a parameter inside the scope. Both modes' first-order gradients: test_reducer.cpp.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -233,6 +233,11 @@ TEST_CASE("tape reducer: a gradient that went around the reduction nodes is an e
   CHECK(gs_test::contains(err, "forward_scope()"));
   // A scope left open by mistake when another opens: named.
   ReducedForward open = reducer.forward_scope();
+  // grad() with respect to a routed parameter would be the local partial: refused, naming why.
+  Tensor L2 = replica_loss(input_batch(), w, area_weights(), ProcessGrid{});
+  const std::string inside = gs_test::error_of([&] { grad({L2}, {w.wm}); });
+  CHECK(gs_test::contains(inside, "parameter 'wm' is routed through the gradient reducer's node"));
+  CHECK(gs_test::contains(inside, "close the scope first"));
   CHECK(gs_test::contains(gs_test::error_of([&] { ReducedForward again = reducer.forward_scope(); }),
                           "is another forward scope of this reducer"));
 }
