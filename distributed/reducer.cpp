@@ -185,6 +185,10 @@ void GradientReducer::State::store_reduced(size_t bi, const std::vector<Tensor>&
 
 void GradientReducer::State::end_pass_bookkeeping() {
   stats.passes++;
+  reset_pass();
+}
+
+void GradientReducer::State::reset_pass() {
   std::fill(ready.begin(), ready.end(), 0);
   next_launch = 0;
   for (auto& b : buckets) {
@@ -287,6 +291,11 @@ GradientReducer::~GradientReducer() {
 }
 
 void GradientReducer::prepare_for_backward(bool last) { state_->reduce_next = last; }
+
+void GradientReducer::discard_pending() {
+  state_->stash.assign(state_->params.size(), Tensor());
+  state_->reduce_next = true;
+}
 
 double GradientReducer::loss_scale() const {
   return state_->options.mode == ReducerMode::tape ? 1.0 / static_cast<double>(state_->grid.data_size()) : 1.0;

@@ -93,6 +93,10 @@ class GradientReducer {
   // this pass is the step's last (only then are gradients reduced, once, over the accumulated
   // .grad). Without a call, every backward pass is reduced.
   void prepare_for_backward(bool last);
+  // Forgets what the step's earlier passes left waiting for its last one (the tape reducer keeps
+  // them, not .grad): call it when a step is abandoned before its last backward (a non-finite loss
+  // skipped it), or at the start of every step, as the stepper does.
+  void discard_pending();
   // Tape mode: call around each forward pass whose backward is reduced (nesting is an error).
   [[nodiscard]] ReducedForward forward_scope();
   // What a data replica multiplies its mean loss by before backward: 1 / D in tape mode, 1 in hook

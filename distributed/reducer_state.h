@@ -56,7 +56,8 @@ struct GradientReducer::State : std::enable_shared_from_this<State> {
   void check_reduced(size_t bi, const std::vector<Tensor>& reduced);
   // Writes reduced gradients into the parameters' .grad (after the replica checker's look).
   void store_reduced(size_t bi, const std::vector<Tensor>& reduced);
-  void end_pass_bookkeeping();
+  void end_pass_bookkeeping();  // a pass's end: counted, then reset_pass()
+  void reset_pass();            // the per-pass flags and the launch position
 
   // hook mode (reducer.cpp)
   void on_ready(int k);
@@ -75,6 +76,9 @@ struct GradientReducer::State : std::enable_shared_from_this<State> {
   // A gradient accumulated into parameter k's .grad must have come from its bucket's node.
   void check_came_through_node(int k) const;
   void open_pass();
+  // A backward pass that ended by an exception (its end-of-backward callback never ran): waits for
+  // what is in flight (every rank started it) and resets the pass, so the next one starts clean.
+  void abandon_pass() noexcept;
 };
 
 }  // namespace gs::dist

@@ -6,6 +6,7 @@
 // while the engine goes on with the rest of backward. Under create_graph the reduction is
 // reduce_replicated, a tape op whose backward is copy_to_group: the gradient keeps its history
 // through the reduction and is differentiated again like any other.
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -96,13 +97,46 @@ ReducedForward GradientReducer::forward_scope() {
   return scope;
 }
 
+namespace {
+// Held by the end-of-backward callback: destroyed without having run when the backward pass
+// ends by an exception (the engine drops queued callbacks then).
+struct PassEnd {
+  std::weak_ptr<GradientReducer::State> state;
+  bool ran = false;
+  ~PassEnd() {
+    if (!ran)
+      if (auto s = state.lock()) s->abandon_pass();
+  }
+};
+}  // namespace
+
 void GradientReducer::State::open_pass() {
   if (in_pass) return;
   in_pass = true;
-  std::weak_ptr<State> weak = shared_from_this();
-  queue_backward_callback([weak] {
-    if (auto s = weak.lock()) s->finish_tape();
+  auto end = std::make_shared<PassEnd>();
+  end->state = shared_from_this();
+  queue_backward_callback([end] {
+    end->ran = true;
+    if (auto s = end->state.lock()) s->finish_tape();
   });
+}
+
+void GradientReducer::State::abandon_pass() noexcept {
+  for (auto& b : buckets) {
+    if (b.work) {
+      try {
+        b.work->wait();
+      } catch (...) {
+        // The error that matters is the one being thrown; this wait's own (a timeout) adds nothing.
+      }
+      b.work.reset();
+    }
+    b.flat = Tensor();
+  }
+  std::fill(stash.begin(), stash.end(), Tensor());
+  in_pass = false;
+  reduce_next = true;
+  reset_pass();
 }
 
 std::vector<Tensor> GradientReducer::State::tape_backward(size_t bi, std::vector<Tensor> grads) {

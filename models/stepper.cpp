@@ -295,6 +295,7 @@ TrainResult Stepper::compute_gradients(const Batch& batch) {
   }
   model_->zero_grad();
   optimizer_->zero_grad();
+  if (reducer_) reducer_->discard_pending();  // a skipped step's earlier micro-batches
   TrainResult r;
   r.step = global_step_;
   r.step_losses.assign(n, 0.0);

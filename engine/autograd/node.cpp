@@ -66,6 +66,11 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output, SavedRole role) : is_o
     data_ = Tensor(std::make_shared<TensorImpl>(t.storage(), t.sizes(), t.strides(), t.offset(), t.dtype()));
   } else {
     data_ = t;
+    // A non-leaf input's history as it was when saved (PyTorch's SavedVariable keeps its grad_fn):
+    // the tensor itself may become a leaf again without a write (a parameter routed through the
+    // gradient reducer's node for one forward pass), and a double backward must still go where
+    // the forward went.
+    if (requires_grad_ && t.grad_fn()) history_ = {t.grad_fn(), t.output_nr()};
   }
 }
 
@@ -119,7 +124,23 @@ Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
            role(), owner->describe());
   if (unpack_hook_) return unpack_hooked(owner);
   check_version(data_.version(), owner);
-  if (!is_output_ || !requires_grad_) return data_;
+  if (!requires_grad_) return data_;
+  if (!is_output_) {
+    if (!history_.fn || (data_.grad_fn() == history_.fn && data_.output_nr() == history_.output_nr)) return data_;
+    // Its history changed since it was saved (the version did not): an alias with the saved one.
+    auto impl = std::make_shared<TensorImpl>(data_.storage(), data_.sizes(), data_.strides(), data_.offset(),
+                                             data_.dtype());
+    auto& m = impl->meta();
+    if (data_.impl()->autograd) {  // forward AD: the input's tangent
+      m.fw_grad = data_.impl()->autograd->fw_grad;
+      m.fw_level = data_.impl()->autograd->fw_level;
+    }
+    m.requires_grad = true;
+    m.grad_fn = history_.fn;
+    m.output_nr = history_.output_nr;
+    m.history_version = saved_version_;
+    return Tensor(impl);
+  }
   // Re-attach the owner as grad_fn so gradients of gradients flow through this output.
   auto impl = std::make_shared<TensorImpl>(data_.storage(), data_.sizes(), data_.strides(), data_.offset(),
                                            data_.dtype());

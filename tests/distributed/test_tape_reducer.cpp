@@ -48,7 +48,7 @@ double rel_max_diff(const Tensor& got, const Tensor& want) {
 
 Weights initial_weights() {
   return {randn({C, C}, {23, 1}, DType::f64), mul(randn({H}, {23, 2}, DType::f64), 0.5),
-          mul(randn({W}, {23, 3}, DType::f64), 0.5)};
+          add(mul(randn({W}, {23, 3}, DType::f64), 0.5), 1.0)};
 }
 Tensor input_batch() { return randn({B, C, H, W}, {23, 4}, DType::f64); }
 Tensor area_weights() { return add(rand({H}, {23, 5}, DType::f64), 0.5); }
@@ -60,8 +60,10 @@ Tensor replica_loss(const Tensor& x, const Weights& w, const Tensor& area, const
   const CommPtr spatial = grid.comm(Group::spatial);
   // The mean is replicated; the tile's ops are per rank: copy_to_group sums their partial gradients.
   Tensor m = copy_to_group(div(reduce_replicated(sum(x, {2, 3}, true), spatial), double(H * W)), spatial);
-  Tensor y = matmul(permute(sub(x, m), {0, 2, 3, 1}), transpose(w.wm, 0, 1));  // (b, h, w, C)
-  y = tanh(add(add(y, reshape(w.sh, {-1, 1, 1})), reshape(w.sw, {1, -1, 1})));
+  // mul saves sw itself (not a view of it): a double backward must still reach it through the
+  // reducer's node after the scope has closed and sw is a leaf again.
+  Tensor y = matmul(w.wm, permute(sub(x, m), {0, 2, 1, 3}));  // (b, h, C, w)
+  y = tanh(add(mul(y, w.sw), reshape(w.sh, {-1, 1, 1})));
   Tensor part = sum(mul(mul(y, y), reshape(area, {-1, 1, 1})));
   return div(reduce_replicated(part, spatial), double(x.size(0)));
 }
@@ -196,6 +198,43 @@ TEST_CASE("tape reducer: a Hessian-vector product of the global loss equals one 
     Tensor s = add(add(sum(mul(g[0], vt.wm.detach())), sum(mul(g[1], vt.sh.detach()))), sum(mul(g[2], vt.sw.detach())));
     auto hv = grad({s}, {w.wm, w.sh, w.sw});
     tile.check({hv[0], hv[1], hv[2]}, ref_hv);
+  });
+}
+
+TEST_CASE("tape reducer: a step abandoned after an unreduced pass, or ended by an exception, leaves nothing behind") {
+  const Tensor x_whole = input_batch(), area = area_weights();
+  const Weights w0 = initial_weights();
+  Weights ref{leaf(w0.wm), leaf(w0.sh), leaf(w0.sw)};
+  replica_loss(x_whole, ref, area, ProcessGrid{}).backward();
+  gs::test::for_each_grid([&](const ProcessGrid& grid) {
+    const Tile tile(grid);
+    Weights w = tile.weights(w0);
+    GradientReducer reducer(grid, reduced(w), {.bucket_bytes = 8});
+    const Tensor my_area = narrow(area, 0, tile.rows.start, tile.rows.count);
+    auto part = [&] { return mul(replica_loss(tile.x(x_whole), w, my_area, grid), reducer.loss_scale()); };
+    auto step = [&] {
+      ReducedForward scope = reducer.forward_scope();
+      part().backward();
+    };
+    // A first micro-batch's pass waits in the reducer; the step is then skipped (a non-finite loss).
+    reducer.prepare_for_backward(false);
+    step();
+    reducer.discard_pending();
+    // Two forward scopes feeding one backward: refused on every rank, mid-backward.
+    Tensor twice;
+    {
+      ReducedForward scope = reducer.forward_scope();
+      twice = part();
+    }
+    {
+      ReducedForward scope = reducer.forward_scope();
+      twice = add(twice, part());
+    }
+    CHECK(gs_test::contains(gs_test::error_of([&] { twice.backward(); }), "ran twice in one backward pass"));
+    for (const Tensor& p : {w.wm, w.sh, w.sw}) p.set_grad(Tensor());
+    // The next step is clean: the one-process gradient, nothing of the two above.
+    step();
+    tile.check({w.wm.grad(), w.sh.grad(), w.sw.grad()}, {ref.wm.grad(), ref.sh.grad(), ref.sw.grad()});
   });
 }
 
