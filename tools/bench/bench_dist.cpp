@@ -214,11 +214,9 @@ void bench_pipeline_rows(dist::Communicator& world, const dist::CommPtr& world_p
   dist::set_sht_pipeline_chunks(previous);
 }
 
-void bench_train_rows(dist::Communicator& world, const dist::CommPtr& world_ptr, bool quick, bool local) {
-  const bool root = world.rank() == 0;
-  const int64_t n = world.size();
+// The SFNO both training tables step: 91x180 equiangular (17x32 with --quick), f32.
+models::SfnoOptions bench_sfno_options(bool quick) {
   models::SfnoOptions o;
-  if (local) o.inner_skip = "local3x3";  // a pole-aware 3x3 convolution in every block: halo exchanges
   o.img_size = quick ? std::array<int64_t, 2>{17, 32} : std::array<int64_t, 2>{91, 180};
   o.grid = "equiangular";
   o.scale_factor = 2;
@@ -227,6 +225,14 @@ void bench_train_rows(dist::Communicator& world, const dist::CommPtr& world_ptr,
   o.num_layers = quick ? 2 : 4;
   o.normalization_layer = "instance_norm";
   o.dtype = DType::f32;
+  return o;
+}
+
+void bench_train_rows(dist::Communicator& world, const dist::CommPtr& world_ptr, bool quick, bool local) {
+  const bool root = world.rank() == 0;
+  const int64_t n = world.size();
+  models::SfnoOptions o = bench_sfno_options(quick);
+  if (local) o.inner_skip = "local3x3";  // a pole-aware 3x3 convolution in every block: halo exchanges
   const int repeats = quick ? 2 : 5;
   const std::vector<double> aw =
       sphere::make_quadrature(sphere::GridKind::equiangular, o.img_size[0]).weights;
@@ -267,15 +273,7 @@ void bench_reducer_rows(dist::Communicator& world, const dist::CommPtr& world_pt
   const bool root = world.rank() == 0;
   const int64_t n = world.size();
   if (n == 1) return;
-  models::SfnoOptions o;
-  o.img_size = quick ? std::array<int64_t, 2>{17, 32} : std::array<int64_t, 2>{91, 180};
-  o.grid = "equiangular";
-  o.scale_factor = 2;
-  o.in_chans = o.out_chans = 3;
-  o.embed_dim = quick ? 8 : 32;
-  o.num_layers = quick ? 2 : 4;
-  o.normalization_layer = "instance_norm";
-  o.dtype = DType::f32;
+  const models::SfnoOptions o = bench_sfno_options(quick);
   const int rounds = quick ? 2 : 6;
   const std::vector<double> aw = sphere::make_quadrature(sphere::GridKind::equiangular, o.img_size[0]).weights;
   if (root) {
