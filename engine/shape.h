@@ -4,9 +4,14 @@
 #include <string>
 #include <vector>
 
+#include "engine/inline_dims.h"
+
 namespace gs {
 
-using Shape = std::vector<int64_t>;
+// Up to kInlineDims dimensions live inside the object (no heap allocation): a tensor holds two
+// shapes and every recorded op keeps one per input and output, so a heap vector here was a third
+// of the allocations an op made (engine/BENCHMARKS.md, "The tape chain's profile").
+using Shape = InlineDims;
 
 int64_t numel_of(const Shape& s);
 // Row-major strides (in elements) for a contiguous tensor of this shape.

@@ -138,22 +138,29 @@ class BackwardPass {
       : root_(root), retain_graph_(retain_graph), create_graph_(create_graph), captures_(captures),
         pass_(g_next_pass++), scope_(pass_) {}
 
-  // 1. Discover the graph; reset each node's scratch state.
+  // 1. Discover the graph; reset each node's scratch state. For backward() every node runs, so
+  //    its dependency count is its in-degree: both are set here, and steps 2 and 3 have nothing
+  //    to do (each is a walk over every node, which on a long tape means a cache miss per node).
   void discover_graph() {
+    const bool all_run = !captures_;
     nodes_.push_back(root_.get());
     root_->pass_state = {};
     root_->pass_state.pass = pass_;
+    root_->pass_state.runs = all_run;
     for (size_t k = 0; k < nodes_.size(); ++k)
       for (auto& e : nodes_[k]->next_edges) {
         if (!e.valid()) continue;
         Node* c = e.fn.get();
+        Node::PassState& state = c->pass_state;
         if (!in_pass(c)) {
           scope_.stash_if_outer(c);
-          c->pass_state = {};
-          c->pass_state.pass = pass_;
+          state = {};
+          state.pass = pass_;
+          state.runs = all_run;
           nodes_.push_back(c);
         }
-        c->pass_state.in_degree++;
+        state.in_degree++;
+        if (all_run) state.dependencies++;
       }
   }
 
@@ -162,10 +169,7 @@ class BackwardPass {
   //    node after all of its children. Sequence numbers cannot be used for this: leaf
   //    accumulators are created lazily, after the nodes that feed them.
   void select_nodes_to_run() {
-    if (!captures_) {
-      for (Node* n : nodes_) n->pass_state.runs = true;
-      return;
-    }
+    if (!captures_) return;  // every node runs (discover_graph)
     for (auto& [n, slot, idx] : captures_->targets)
       if (in_pass(n.get())) n->pass_state.captured = true;
     std::vector<Node*> topo{root_.get()};
@@ -191,6 +195,7 @@ class BackwardPass {
 
   // How many gradients each node waits for before it is ready.
   void count_dependencies() {
+    if (!captures_) return;  // counted by discover_graph
     for (Node* n : nodes_)
       if (n->pass_state.runs)
         for (auto& e : n->next_edges)

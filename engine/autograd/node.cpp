@@ -53,11 +53,12 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output, SavedRole role) : is_o
   if (const SavedTensorHookPair* hooks = current_saved_tensor_hooks()) {
     // The hook sees an alias without history and without a link to `t` (detach() would keep t as
     // its view base: a saved output would then hold its own node, a reference cycle).
-    packed_ = hooks->pack(Tensor(std::make_shared<TensorImpl>(t.storage(), t.sizes(), t.strides(), t.offset(),
-                                                              t.dtype())));
-    unpack_hook_ = hooks->unpack;
-    watched_storage_ = t.storage();
-    packed_meta_ = {t.sizes(), t.dtype(), t.device()};
+    hooked_ = std::make_unique<Hooked>();
+    hooked_->packed = hooks->pack(Tensor(std::make_shared<TensorImpl>(t.storage(), t.sizes(), t.strides(),
+                                                                      t.offset(), t.dtype())));
+    hooked_->unpack_hook = hooks->unpack;
+    hooked_->watched_storage = t.storage();
+    hooked_->packed_meta = {t.sizes(), t.dtype(), t.device()};
     if (requires_grad_ && !is_output) history_ = gradient_edge(t);
     return;
   }
@@ -79,8 +80,8 @@ void SavedTensor::check_version(uint64_t now, const std::shared_ptr<Node>& owner
   fail("one of the tensors needed for gradient computation has been modified by an in-place operation: "
        "{} of {} ({}, {}) was saved at version {} and is now at version {}. Something wrote to it (or to a "
        "view sharing its storage) between forward and backward. {}",
-       role(), owner->describe(), dtype_name(data_.defined() ? data_.dtype() : packed_meta_.dtype),
-       shape_str(data_.defined() ? data_.sizes() : packed_meta_.sizes), saved_version_, now,
+       role(), owner->describe(), dtype_name(data_.defined() ? data_.dtype() : hooked_->packed_meta.dtype),
+       shape_str(data_.defined() ? data_.sizes() : hooked_->packed_meta.sizes), saved_version_, now,
        AnomalyMode::enabled()
            ? "Look for in-place writes (add_, copy_, optimizer steps, buffer broadcasts) after that node ran."
            : "Enable anomaly mode (gs::AnomalyModeGuard) to record where each node was created, and look for "
@@ -89,21 +90,23 @@ void SavedTensor::check_version(uint64_t now, const std::shared_ptr<Node>& owner
 
 Tensor SavedTensor::unpack_hooked(const std::shared_ptr<Node>& owner) const {
   // A storage that is gone can no longer be written: only a live one is checked.
-  if (auto storage = watched_storage_.lock()) check_version(storage->version(), owner);
+  const Hooked& h = *hooked_;
+  if (auto storage = h.watched_storage.lock()) check_version(storage->version(), owner);
   Tensor u;
   try {
-    u = unpack_hook_(packed_);
+    u = h.unpack_hook(h.packed);
   } catch (const std::bad_any_cast&) {
     fail("saved-tensor hooks: the unpack hook could not take what the pack hook returned for {} of {} (a "
          "std::any holding another type than the unpack hook casts to); pack and unpack must agree",
          role(), owner->describe());
   }
-  GS_CHECK(u.defined() && u.sizes() == packed_meta_.sizes && u.dtype() == packed_meta_.dtype &&
-               u.device() == packed_meta_.device,
+  const TensorMeta& packed_meta = h.packed_meta;
+  GS_CHECK(u.defined() && u.sizes() == packed_meta.sizes && u.dtype() == packed_meta.dtype &&
+               u.device() == packed_meta.device,
            "saved-tensor hooks: the unpack hook returned {} for {} of {}, expected the packed tensor's shape, dtype "
            "and device: {} {} on {}",
-           u.defined() ? u.meta_str() : "an undefined tensor", role(), owner->describe(), dtype_name(packed_meta_.dtype),
-           shape_str(packed_meta_.sizes), packed_meta_.device.str());
+           u.defined() ? u.meta_str() : "an undefined tensor", role(), owner->describe(), dtype_name(packed_meta.dtype),
+           shape_str(packed_meta.sizes), packed_meta.device.str());
   if (!requires_grad_) return u.detach();
   // The saved tensor's history: the owner for an output, the input's grad_fn or leaf accumulator.
   auto impl = std::make_shared<TensorImpl>(u.storage(), u.sizes(), u.strides(), u.offset(), u.dtype());
@@ -122,7 +125,7 @@ Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
            "{} of {} was released when backward first ran through it. Pass retain_graph=true to the first "
            "backward() or grad() call if you need to run backward through the same graph again.",
            role(), owner->describe());
-  if (unpack_hook_) return unpack_hooked(owner);
+  if (hooked_) return unpack_hooked(owner);
   check_version(data_.version(), owner);
   if (!requires_grad_) return data_;
   if (!is_output_) {
@@ -158,12 +161,17 @@ Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
 
 // ---- Node
 Node::Node(std::string name) : name_(std::move(name)), sequence_nr_(g_next_sequence_nr++) {
-  if (AnomalyMode::enabled()) scope_ = current_anomaly_scope();
+  if (AnomalyMode::enabled()) extras().scope = current_anomaly_scope();
+}
+
+const std::string& Node::scope() const {
+  static const std::string none;
+  return extras_ ? extras_->scope : none;
 }
 
 std::string Node::describe() const {
   std::string s = fmt::format("'{}' (node #{}", name_, sequence_nr_);
-  if (!scope_.empty()) s += fmt::format(", created in scope '{}'", scope_);
+  if (!scope().empty()) s += fmt::format(", created in scope '{}'", scope());
   return s + ")";
 }
 
@@ -176,7 +184,11 @@ Node::~Node() {
   // held last: a child is usually referenced twice from here, by an edge and by the grad_fn of a
   // saved input (mul(h, 1.0) saves h), and the same tensor may be saved twice (mul(h, h)). Only
   // grad_fns of saved tensors that nothing outside this node can see are taken.
-  std::vector<std::shared_ptr<Node>> children;
+  // One scratch list per thread, not one per node (an allocation per destroyed node was a visible
+  // share of the tape's cost). Nothing below destroys a node before it is cleared: references
+  // that are not the last are only decremented, last ones go to `pending`.
+  thread_local std::vector<std::shared_ptr<Node>> children;
+  children.clear();
   for (auto& e : next_edges)
     if (e.fn) children.push_back(std::move(e.fn));
   for (auto& s : saved)
@@ -192,6 +204,7 @@ Node::~Node() {
     if (c.use_count() == 1) pending.push_back(std::move(c));
     else c.reset();  // another reference remains (maybe later in `children`): only a decrement
   }
+  children.clear();
   if (draining) return;
   draining = true;
   while (!pending.empty()) {
@@ -207,7 +220,8 @@ void Node::release_saved() {
 }
 
 Tensor Node::run_tensor_hooks(uint32_t slot, Tensor grad) {
-  for (auto& [s, hook] : pre_hooks_) {
+  if (!extras_) return grad;
+  for (auto& [s, hook] : extras_->pre_hooks) {
     if (s != slot || !grad.defined()) continue;
     Tensor r = hook(grad);
     if (r.defined()) {
@@ -217,7 +231,7 @@ Tensor Node::run_tensor_hooks(uint32_t slot, Tensor grad) {
       grad = r;
     }
   }
-  for (auto& [s, weak] : retained_) {
+  for (auto& [s, weak] : extras_->retained) {
     if (s != slot || !grad.defined()) continue;
     if (auto t = weak.lock()) {
       auto& m = t->meta();
@@ -228,18 +242,20 @@ Tensor Node::run_tensor_hooks(uint32_t slot, Tensor grad) {
   return grad;
 }
 
-void Node::add_tensor_pre_hook(uint32_t slot, TensorHook hook) { pre_hooks_.emplace_back(slot, std::move(hook)); }
+void Node::add_tensor_pre_hook(uint32_t slot, TensorHook hook) { extras().pre_hooks.emplace_back(slot, std::move(hook)); }
 
 void Node::add_retained_grad(uint32_t slot, const std::shared_ptr<TensorImpl>& t) {
-  for (auto& [s, w] : retained_)
+  for (auto& [s, w] : extras().retained)
     if (s == slot && w.lock() == t) return;
-  retained_.emplace_back(slot, t);
+  extras().retained.emplace_back(slot, t);
 }
 
 bool Node::remove_retained_grad(const std::shared_ptr<TensorImpl>& t) {
-  auto it = std::find_if(retained_.begin(), retained_.end(), [&](const auto& r) { return r.second.lock() == t; });
-  if (it == retained_.end()) return false;
-  retained_.erase(it);
+  if (!extras_) return false;
+  auto& retained = extras_->retained;
+  auto it = std::find_if(retained.begin(), retained.end(), [&](const auto& r) { return r.second.lock() == t; });
+  if (it == retained.end()) return false;
+  retained.erase(it);
   return true;
 }
 

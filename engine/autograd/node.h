@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/cuda_runtime.h"
+#include "engine/inline_vector.h"
 #include "engine/tensor.h"
 
 namespace gs {
@@ -58,8 +59,7 @@ class SavedTensor {
   Tensor unpack(const std::shared_ptr<Node>& owner) const;
   void release() {
     data_ = Tensor();
-    packed_.reset();
-    unpack_hook_ = nullptr;
+    hooked_.reset();
     released_ = true;
   }
   bool defined() const { return was_defined_; }
@@ -80,12 +80,16 @@ class SavedTensor {
   bool released_ = false;
   bool was_defined_ = false;
   SavedRole role_;
-  // Saved through hooks:
-  std::any packed_;
-  std::function<Tensor(const std::any&)> unpack_hook_;
-  std::weak_ptr<StorageImpl> watched_storage_;
-  TensorMeta packed_meta_;  // what unpack must give back
-  Edge history_;            // a saved input's grad_fn (or leaf accumulator), re-attached on unpack
+  Edge history_;  // a saved input's grad_fn (or leaf accumulator), re-attached on unpack
+  // Saved through hooks (rare): kept out of line so that a plain saved tensor stays small (every
+  // recorded op that saves tensors holds these, and backward walks them).
+  struct Hooked {
+    std::any packed;
+    std::function<Tensor(const std::any&)> unpack_hook;
+    std::weak_ptr<StorageImpl> watched_storage;
+    TensorMeta packed_meta;  // what unpack must give back
+  };
+  std::unique_ptr<Hooked> hooked_;
 
   Tensor unpack_hooked(const std::shared_ptr<Node>& owner) const;
   void check_version(uint64_t now, const std::shared_ptr<Node>& owner) const;
@@ -100,7 +104,7 @@ class Node : public std::enable_shared_from_this<Node> {
   const std::string& name() const { return name_; }
   uint64_t sequence_nr() const { return sequence_nr_; }
   // Creation scope recorded when anomaly mode is on ("" otherwise).
-  const std::string& scope() const { return scope_; }
+  const std::string& scope() const;
   // "'mul' (node #12, created in scope 'block 3')" for error messages.
   std::string describe() const;
 
@@ -120,9 +124,10 @@ class Node : public std::enable_shared_from_this<Node> {
   // current value (as in PyTorch).
   bool remove_retained_grad(const std::shared_ptr<TensorImpl>& t);
 
-  std::vector<Edge> next_edges;        // one per forward input
-  std::vector<TensorMeta> input_meta;  // one per forward input
-  std::vector<TensorMeta> output_meta; // one per forward output
+  // Inline for the common one or two inputs and one output (no heap blocks of their own).
+  InlineVector<Edge, 2> next_edges;        // one per forward input
+  InlineVector<TensorMeta, 2> input_meta;  // one per forward input
+  InlineVector<TensorMeta, 1> output_meta; // one per forward output
   std::vector<SavedTensor> saved;
   // Set by ops whose backward is not itself differentiable: asking for create_graph through
   // them makes the gradient's own backward throw.
@@ -154,9 +159,18 @@ class Node : public std::enable_shared_from_this<Node> {
  protected:
   std::string name_;
   uint64_t sequence_nr_;
-  std::string scope_;
-  std::vector<std::pair<uint32_t, TensorHook>> pre_hooks_;
-  std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained_;
+  // What few nodes have (an anomaly-mode scope, tensor hooks, retain_grad registrations), out of
+  // line: the node is walked by every backward pass, so its size is time.
+  struct Extras {
+    std::string scope;
+    std::vector<std::pair<uint32_t, TensorHook>> pre_hooks;
+    std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained;
+  };
+  std::unique_ptr<Extras> extras_;
+  Extras& extras() {
+    if (!extras_) extras_ = std::make_unique<Extras>();
+    return *extras_;
+  }
 };
 
 // What a backward rule sees: saved tensors (version-checked), which inputs need gradients,

@@ -86,7 +86,7 @@ void check_history_current(const Tensor& t, const std::string& op) {
            op, t.meta_str(), m.history_version, t.version());
 }
 
-SavedRole saved_role(const Tensor& t, const std::vector<Tensor>& inputs) {
+SavedRole saved_role(const Tensor& t, ArgList<Tensor> inputs) {
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].is_same(t)) return SavedRole::input(i);
   return {};
@@ -98,7 +98,7 @@ namespace {
 
 enum class Tangents { propagate, inplace, none };
 
-bool any_requires_grad(const std::vector<Tensor>& inputs) {
+bool any_requires_grad(ArgList<Tensor> inputs) {
   for (const auto& t : inputs)
     if (t.defined() && t.requires_grad()) return true;
   return false;
@@ -106,9 +106,8 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
 
 // attach = false: the node exists only to give the outputs their tangents (inputs carry tangents
 // but none requires grad, or grad mode is off): the outputs get no history.
-void connect_node_impl(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs,
-                       const std::vector<Tensor*>& outputs, const std::vector<Tensor>& saved,
-                       const std::vector<size_t>& saved_outputs, Tangents tangents, bool attach) {
+void connect_node_impl(const std::shared_ptr<Node>& node, ArgList<Tensor> inputs, ArgList<Tensor*> outputs,
+                       ArgList<Tensor> saved, ArgList<size_t> saved_outputs, Tangents tangents, bool attach) {
   node->next_edges.reserve(inputs.size());
   node->input_meta.reserve(inputs.size());
   node->output_meta.reserve(outputs.size());
@@ -134,21 +133,28 @@ void connect_node_impl(const std::shared_ptr<Node>& node, const std::vector<Tens
   for (size_t idx : saved_outputs)
     node->saved.emplace_back(*outputs.at(idx), true, SavedRole::output(idx));
   if (tangents != Tangents::none && forward_ad::active())
-    forward_ad::propagate_tangents(node, inputs, outputs, tangents == Tangents::inplace);
+    forward_ad::propagate_tangents(node, inputs.vec(), outputs.vec(), tangents == Tangents::inplace);
 }
 
 }  // namespace
 
-void connect_node(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs,
-                  const std::vector<Tensor*>& outputs, const std::vector<Tensor>& saved,
-                  const std::vector<size_t>& saved_outputs) {
+template <typename T>
+const T& ArgList<T>::at(size_t i) const {
+  GS_CHECK(i < size_, "internal: argument {} of a list of {}", i, size_);
+  return data_[i];
+}
+template class ArgList<Tensor>;
+template class ArgList<Tensor*>;
+template class ArgList<size_t>;
+
+void connect_node(const std::shared_ptr<Node>& node, ArgList<Tensor> inputs, ArgList<Tensor*> outputs,
+                  ArgList<Tensor> saved, ArgList<size_t> saved_outputs) {
   const bool attach = recording_enabled() && any_requires_grad(inputs);
   connect_node_impl(node, inputs, outputs, saved, saved_outputs, Tangents::propagate, attach);
 }
 
-std::shared_ptr<Node> record_op(std::string name, const std::vector<Tensor>& inputs,
-                                const std::vector<Tensor*>& outputs, const std::vector<Tensor>& saved,
-                                const std::vector<size_t>& saved_outputs, BackwardRule rule) {
+std::shared_ptr<Node> record_op(std::string name, ArgList<Tensor> inputs, ArgList<Tensor*> outputs,
+                                ArgList<Tensor> saved, ArgList<size_t> saved_outputs, BackwardRule rule) {
   auto node = std::make_shared<FunctionNode>(std::move(name), std::move(rule));
   connect_node(node, inputs, outputs, saved, saved_outputs);
   return node;

@@ -14,6 +14,33 @@
 
 namespace gs {
 
+// A borrowed list of record_op's arguments: a braced list ({a, b}) or a vector, read during the
+// call only, so recording an op builds no heap vectors for its argument lists. Never keep one past
+// the call: a braced list's elements live until the end of the calling expression.
+template <typename T>
+class ArgList {
+ public:
+  ArgList() = default;
+  // The list's elements outlive the call that takes this (GCC's -Winit-list-lifetime warns on a
+  // member initialiser from begin(); the assignment says the same without the warning).
+  ArgList(std::initializer_list<T> l) {
+    data_ = l.begin();
+    size_ = l.size();
+  }
+  ArgList(const std::vector<T>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT: implicit on purpose
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + size_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const T& operator[](size_t i) const { return data_[i]; }
+  const T& at(size_t i) const;
+  std::vector<T> vec() const { return std::vector<T>(begin(), end()); }
+
+ private:
+  const T* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 // Recording is on and at least one input requires grad.
 bool should_record(std::initializer_list<Tensor> inputs);
 // Whether a rule may be asked for t's gradient: t requires grad, or carries a tangent (forward AD
@@ -21,14 +48,12 @@ bool should_record(std::initializer_list<Tensor> inputs);
 bool needs_gradient(const Tensor& t);
 bool should_record(const std::vector<Tensor>& inputs);
 
-std::shared_ptr<Node> record_op(std::string name, const std::vector<Tensor>& inputs,
-                                const std::vector<Tensor*>& outputs, const std::vector<Tensor>& saved,
-                                const std::vector<size_t>& saved_outputs, BackwardRule rule);
+std::shared_ptr<Node> record_op(std::string name, ArgList<Tensor> inputs, ArgList<Tensor*> outputs,
+                                ArgList<Tensor> saved, ArgList<size_t> saved_outputs, BackwardRule rule);
 
 // Connects an already-built node: edges from inputs, metadata, grad_fn on outputs, saved tensors.
-void connect_node(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs,
-                  const std::vector<Tensor*>& outputs, const std::vector<Tensor>& saved,
-                  const std::vector<size_t>& saved_outputs);
+void connect_node(const std::shared_ptr<Node>& node, ArgList<Tensor> inputs, ArgList<Tensor*> outputs,
+                  ArgList<Tensor> saved, ArgList<size_t> saved_outputs);
 
 // In-place protocol. Before writing into `self`: checks read-only storage, the leaf rule and the
 // view rules (the cases where a view's base cannot be rebased, each refused with the reason).
