@@ -8,6 +8,8 @@
 #endif
 #include "ops/gemm_cpu.h"
 
+#include "ops/gemm_direct.h"
+
 #include <Eigen/Core>
 #include <complex>
 #include <type_traits>
@@ -54,6 +56,8 @@ void gemm(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64
           bool accumulate, bool conj_a) {
   if constexpr (is_complex<T>) {
     if (conj_a) return gemm_layouts<T, true>(c, c_outer, a, b, n, k, m, accumulate);
+  } else {
+    if (gemm_direct_suits(n, k, m, sizeof(T), b.row_major)) return gemm_direct<T>(c, c_outer, a, b, n, k, m, accumulate);
   }
   gemm_layouts<T, false>(c, c_outer, a, b, n, k, m, accumulate);
 }

@@ -1,5 +1,6 @@
 // The CPU GEMM every matrix-multiplying op calls (matmul / bmm / linear in linalg.cpp, the
-// Driscoll-Healy spectral convolution in sphere/spectral_conv.cpp): Eigen on strided operands.
+// Driscoll-Healy spectral convolution in sphere/spectral_conv.cpp): Eigen on strided operands, or
+// for real products with a small dimension the unpacked kernel of gemm_direct.h.
 //
 // Eigen lives in this one translation unit (gemm_cpu.cpp) behind plain pointers. Its GEMM templates
 // are the most expensive code in the library to compile: under UBSan (CI step 2) each file that

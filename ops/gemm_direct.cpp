@@ -1,0 +1,181 @@
+// The unpacked GEMM of gemm_direct.h. The output is cut into tiles of kRows rows by kVecs vectors;
+// a tile's sums stay in registers while the depth runs, each step broadcasting one element of a
+// per row and loading kVecs vectors of b's row. a is read in place whichever way it is stored (its
+// rows, or its columns); b must have contiguous rows, so a b stored by columns (a transposed
+// weight in an input gradient) is copied once per call, which gemm_direct_suits allows only when b
+// is small. The depth is taken in chunks so that b's rows for one chunk stay in L2 while all the
+// row tiles of a column block use them; a tile's sums go through c between chunks (exactly: a store
+// and a load).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+// The tiles are sized for 512-bit vectors; GCC's tuning for AVX-512 CPUs defaults to 256.
+#pragma GCC target("prefer-vector-width=512")
+#endif
+#include "ops/gemm_direct.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "ops/sphere/vec512.h"
+
+namespace gs::gemm_cpu {
+namespace {
+
+constexpr int kRows = 6;   // output rows per tile
+constexpr int kVecs = 4;   // output vectors per tile row: 6 x 4 sums in 24 of the 32 registers
+constexpr int64_t kDepthChunk = 256;
+constexpr int64_t kParallelWork = 64 * 64 * 64;  // multiply-adds below which one thread does it all
+constexpr int64_t kSmallOperand = 512 * 512;      // elements of a column-major b worth copying
+
+template <typename T>
+using Vec = sphere::simd::Vec<T>;
+template <typename T>
+constexpr int kLanes = sphere::simd::kLanes<T>;
+
+template <typename T>
+inline Vec<T> load(const T* p) {
+  Vec<T> v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <typename T>
+inline void store(T* p, const Vec<T>& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// Where the operands are: a's element (i, p) at a[i * a_rs + p * a_cs], b's row p at b + p * b_rs.
+template <typename T>
+struct Geometry {
+  const T* a;
+  int64_t a_rs, a_cs;
+  const T* b;
+  int64_t b_rs;
+  T* c;
+  int64_t c_rs;
+};
+
+// Rows [i0, i0 + R) by vectors [j0, j0 + NV * lanes) of c, over depth [p0, p1). from_c: start from
+// c's values (accumulating, or a later depth chunk), else from zero.
+template <typename T, int R, int NV>
+void tile(const Geometry<T>& g, int64_t i0, int64_t j0, int64_t p0, int64_t p1, bool from_c) {
+  constexpr int L = kLanes<T>;
+  Vec<T> acc[R][NV];
+  T* c = g.c + i0 * g.c_rs + j0;
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = from_c ? load(c + r * g.c_rs + v * L) : Vec<T>{};
+  const T* a = g.a + i0 * g.a_rs;
+  for (int64_t p = p0; p < p1; ++p) {
+    const T* bp = g.b + p * g.b_rs + j0;
+    Vec<T> bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = load(bp + v * L);
+    const T* ap = a + p * g.a_cs;
+    for (int r = 0; r < R; ++r) {
+      const T av = ap[r * g.a_rs];
+      for (int v = 0; v < NV; ++v) acc[r][v] += av * bv[v];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) store(c + r * g.c_rs + v * L, acc[r][v]);
+}
+
+template <typename T, int R>
+void tile_rows(const Geometry<T>& g, int nv, int64_t i0, int64_t j0, int64_t p0, int64_t p1, bool from_c) {
+  switch (nv) {
+    case 1: return tile<T, R, 1>(g, i0, j0, p0, p1, from_c);
+    case 2: return tile<T, R, 2>(g, i0, j0, p0, p1, from_c);
+    case 3: return tile<T, R, 3>(g, i0, j0, p0, p1, from_c);
+    default: return tile<T, R, kVecs>(g, i0, j0, p0, p1, from_c);
+  }
+}
+
+template <typename T>
+void any_tile(const Geometry<T>& g, int rows, int nv, int64_t i0, int64_t j0, int64_t p0, int64_t p1, bool from_c) {
+  switch (rows) {
+    case 1: return tile_rows<T, 1>(g, nv, i0, j0, p0, p1, from_c);
+    case 2: return tile_rows<T, 2>(g, nv, i0, j0, p0, p1, from_c);
+    case 3: return tile_rows<T, 3>(g, nv, i0, j0, p0, p1, from_c);
+    case 4: return tile_rows<T, 4>(g, nv, i0, j0, p0, p1, from_c);
+    case 5: return tile_rows<T, 5>(g, nv, i0, j0, p0, p1, from_c);
+    default: return tile_rows<T, kRows>(g, nv, i0, j0, p0, p1, from_c);
+  }
+}
+
+// The columns past the last whole vector, one element at a time, in the same depth order.
+template <typename T>
+void tail_columns(const Geometry<T>& g, int64_t i, int64_t j_begin, int64_t m, int64_t k, bool accumulate) {
+  for (int64_t j = j_begin; j < m; ++j) {
+    T s = accumulate ? g.c[i * g.c_rs + j] : T(0);
+    for (int64_t p = 0; p < k; ++p) s += g.a[i * g.a_rs + p * g.a_cs] * g.b[p * g.b_rs + j];
+    g.c[i * g.c_rs + j] = s;
+  }
+}
+
+}  // namespace
+
+bool gemm_direct_suits(int64_t n, int64_t k, int64_t m, int64_t element_bytes, bool b_row_major) {
+  const int64_t lanes = 64 / element_bytes;
+  // Depth under 8 (an encoder from 3 channels): memory-bound either way, and Eigen was a little faster.
+  if (n < 1 || k < 8 || m < lanes) return false;
+  // A b stored by columns is copied first: worth it only for a small one. (Dot products over a
+  // long depth, a channels-first weight gradient, reached a third of Eigen's rate: left to Eigen.)
+  if (!b_row_major && k * m > kSmallOperand) return false;
+  if (m % lanes != 0 && m < 4 * lanes) return false;  // most of the output would be the scalar tail
+  // Small depth (channel mixing forward and input gradient), or a small output (weight gradient):
+  // then the operand Eigen would pack is the large one.
+  return k <= 256 || (n <= 512 && m <= 512);
+}
+
+template <typename T>
+void gemm_direct(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64_t n, int64_t k, int64_t m,
+                 bool accumulate) {
+  constexpr int L = kLanes<T>;
+  if (k == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < n; ++i) std::fill(c + i * c_outer, c + i * c_outer + m, T(0));
+    return;
+  }
+  std::vector<T> b_rows;  // b with contiguous rows, when it is stored by columns
+  Geometry<T> g{a.data, a.row_major ? a.outer : 1, a.row_major ? 1 : a.outer, b.data, b.outer, c, c_outer};
+  const bool parallel = n * k * m >= kParallelWork && omp_get_max_threads() > 1 && !omp_in_parallel();
+  if (!b.row_major) {
+    b_rows.resize(static_cast<size_t>(k * m));
+    for (int64_t j = 0; j < m; ++j)
+      for (int64_t p = 0; p < k; ++p) b_rows[p * m + j] = b.data[j * b.outer + p];
+    g.b = b_rows.data();
+    g.b_rs = m;
+  }
+  const int64_t m_vec = m / L * L;
+  const int64_t col_width = kVecs * L;
+  const int64_t col_blocks = (m_vec + col_width - 1) / col_width, row_blocks = (n + kRows - 1) / kRows;
+  const int64_t tiles = col_blocks * row_blocks;
+#pragma omp parallel if (parallel)
+  {
+    // Each thread takes a contiguous run of tiles, column block by column block, so consecutive
+    // tiles share b's rows; each tile has one owner, so sums do not depend on the thread count.
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t t_begin = tiles * t / threads, t_end = tiles * (t + 1) / threads;
+    for (int64_t p0 = 0; p0 < k; p0 += kDepthChunk) {
+      const int64_t p1 = std::min(k, p0 + kDepthChunk);
+      for (int64_t tile_index = t_begin; tile_index < t_end; ++tile_index) {
+        const int64_t jb = tile_index / row_blocks, ib = tile_index % row_blocks;
+        const int64_t i0 = ib * kRows, j0 = jb * col_width;
+        const int rows = static_cast<int>(std::min<int64_t>(kRows, n - i0));
+        const int nv = static_cast<int>(std::min<int64_t>(col_width, m_vec - j0) / L);
+        any_tile(g, rows, nv, i0, j0, p0, p1, accumulate || p0 > 0);
+      }
+    }
+    if (m_vec < m) {
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < n; ++i) tail_columns(g, i, m_vec, m, k, accumulate);
+    }
+  }
+}
+
+template void gemm_direct<float>(float*, int64_t, const Operand<float>&, const Operand<float>&, int64_t, int64_t,
+                                 int64_t, bool);
+template void gemm_direct<double>(double*, int64_t, const Operand<double>&, const Operand<double>&, int64_t, int64_t,
+                                  int64_t, bool);
+
+}  // namespace gs::gemm_cpu

@@ -1,0 +1,28 @@
+// A real GEMM that reads both operands where they are, without packing them, for products with a
+// small dimension: the per-point channel mixings of an SFNO (its MLPs, encoder and decoder), where
+// (points x C) meets (C x C') in forward and in the input gradient, and (C x points) meets
+// (points x C') in the weight gradient. Eigen packs the large operand on every such call, which
+// was a quarter of its time in a 128x256 training step (models/BENCHMARKS.md). Internal to ops/:
+// gemm_cpu.cpp calls it for the shapes where gemm_direct_suits() says so.
+//
+// Each output element is a sum over the depth in increasing order, from zero (or from c when
+// accumulating), whatever the thread count: the work is split across threads by output tiles only.
+#pragma once
+#include <cstdint>
+
+#include "ops/gemm_cpu.h"
+
+namespace gs::gemm_cpu {
+
+// Whether gemm_direct is used for c (n x m) = a (n x k) @ b (k x m) of this element size: the
+// output has at least one whole vector per row, the depth is small (forward, input gradient) or
+// the output is small (weight gradient, where the depth is the number of points), and b has
+// contiguous rows or is small.
+bool gemm_direct_suits(int64_t n, int64_t k, int64_t m, int64_t element_bytes, bool b_row_major);
+
+// c = a @ b (or c += a @ b when `accumulate`), the contract of gemm_cpu::gemm for real T.
+template <typename T>
+void gemm_direct(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64_t n, int64_t k, int64_t m,
+                 bool accumulate);
+
+}  // namespace gs::gemm_cpu
