@@ -88,9 +88,11 @@ class InlineDims {
     if (n <= capacity_) return;
     auto* grown = new int64_t[n];
     std::copy(begin(), end(), grown);
-    release();
+    const uint32_t kept = size_;
+    release();  // empties: the size is restored below
     data_ = grown;
     capacity_ = static_cast<uint32_t>(n);
+    size_ = kept;
   }
   void resize(size_t n, int64_t value = 0) {
     reserve(n);
@@ -114,19 +116,13 @@ class InlineDims {
   template <std::input_iterator It>
   void assign(It first, It last) {
     if constexpr (std::forward_iterator<It>) {
-      // `first` may point into this object (a = InlineDims(a.begin(), a.end())): copy through a
-      // temporary only then.
-      const auto n = static_cast<size_t>(std::distance(first, last));
-      if (n > capacity_) {
-        InlineDims grown;
-        grown.reserve(n);
-        for (; first != last; ++first) grown.data_[grown.size_++] = static_cast<int64_t>(*first);
-        *this = std::move(grown);
-        return;
-      }
-      size_t i = 0;
-      for (; first != last; ++first) data_[i++] = static_cast<int64_t>(*first);
-      size_ = static_cast<uint32_t>(n);
+      // The range may point into this object (s.assign(s.rbegin(), s.rend())): read it all into a
+      // new object first, then take that one's elements (a copy of at most kInlineDims values,
+      // or a heap block handed over).
+      InlineDims made;
+      made.reserve(static_cast<size_t>(std::distance(first, last)));
+      for (; first != last; ++first) made.data_[made.size_++] = static_cast<int64_t>(*first);
+      *this = std::move(made);
     } else {
       clear();
       for (; first != last; ++first) push_back(static_cast<int64_t>(*first));

@@ -78,7 +78,13 @@ class InlineVector {
   }
   template <typename... Args>
   T& emplace_back(Args&&... args) {
-    if (size_ == capacity_) reserve(2 * capacity_);
+    if (size_ == capacity_) {
+      // The arguments may be one of this vector's elements (v.push_back(v[0])): make the new
+      // element before growing moves and destroys them.
+      T made(std::forward<Args>(args)...);
+      reserve(2 * capacity_);
+      return *::new (data_ + size_++) T(std::move(made));
+    }
     T* slot = ::new (data_ + size_) T(std::forward<Args>(args)...);
     ++size_;
     return *slot;

@@ -53,12 +53,13 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output, SavedRole role) : is_o
   if (const SavedTensorHookPair* hooks = current_saved_tensor_hooks()) {
     // The hook sees an alias without history and without a link to `t` (detach() would keep t as
     // its view base: a saved output would then hold its own node, a reference cycle).
-    hooked_ = std::make_unique<Hooked>();
-    hooked_->packed = hooks->pack(Tensor(std::make_shared<TensorImpl>(t.storage(), t.sizes(), t.strides(),
-                                                                      t.offset(), t.dtype())));
-    hooked_->unpack_hook = hooks->unpack;
-    hooked_->watched_storage = t.storage();
-    hooked_->packed_meta = {t.sizes(), t.dtype(), t.device()};
+    auto hooked = std::make_shared<Hooked>();
+    hooked->packed = hooks->pack(Tensor(std::make_shared<TensorImpl>(t.storage(), t.sizes(), t.strides(),
+                                                                     t.offset(), t.dtype())));
+    hooked->unpack_hook = hooks->unpack;
+    hooked->watched_storage = t.storage();
+    hooked->packed_meta = {t.sizes(), t.dtype(), t.device()};
+    hooked_ = std::move(hooked);
     if (requires_grad_ && !is_output) history_ = gradient_edge(t);
     return;
   }
@@ -90,7 +91,8 @@ void SavedTensor::check_version(uint64_t now, const std::shared_ptr<Node>& owner
 
 Tensor SavedTensor::unpack_hooked(const std::shared_ptr<Node>& owner) const {
   // A storage that is gone can no longer be written: only a live one is checked.
-  const Hooked& h = *hooked_;
+  const std::shared_ptr<const Hooked> keep = hooked_;  // alive even if the hook releases this tensor
+  const Hooked& h = *keep;
   if (auto storage = h.watched_storage.lock()) check_version(storage->version(), owner);
   Tensor u;
   try {
@@ -184,11 +186,9 @@ Node::~Node() {
   // held last: a child is usually referenced twice from here, by an edge and by the grad_fn of a
   // saved input (mul(h, 1.0) saves h), and the same tensor may be saved twice (mul(h, h)). Only
   // grad_fns of saved tensors that nothing outside this node can see are taken.
-  // One scratch list per thread, not one per node (an allocation per destroyed node was a visible
-  // share of the tape's cost). Nothing below destroys a node before it is cleared: references
-  // that are not the last are only decremented, last ones go to `pending`.
-  thread_local std::vector<std::shared_ptr<Node>> children;
-  children.clear();
+  // Inline for the usual few children (a heap vector per destroyed node was a visible share of the
+  // tape's cost), and local, so each destructor's list is its own.
+  InlineVector<std::shared_ptr<Node>, 8> children;
   for (auto& e : next_edges)
     if (e.fn) children.push_back(std::move(e.fn));
   for (auto& s : saved)
@@ -204,7 +204,6 @@ Node::~Node() {
     if (c.use_count() == 1) pending.push_back(std::move(c));
     else c.reset();  // another reference remains (maybe later in `children`): only a decrement
   }
-  children.clear();
   if (draining) return;
   draining = true;
   while (!pending.empty()) {

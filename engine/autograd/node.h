@@ -89,7 +89,9 @@ class SavedTensor {
     std::weak_ptr<StorageImpl> watched_storage;
     TensorMeta packed_meta;  // what unpack must give back
   };
-  std::unique_ptr<Hooked> hooked_;
+  // Shared, so that an unpack hook that releases this saved tensor (a nested backward through
+  // its node) cannot free the state the running unpack reads.
+  std::shared_ptr<const Hooked> hooked_;
 
   Tensor unpack_hooked(const std::shared_ptr<Node>& owner) const;
   void check_version(uint64_t now, const std::shared_ptr<Node>& owner) const;
