@@ -1,6 +1,6 @@
 // The unpacked GEMM (ops/gemm_direct.h) against a naive long-double product: every layout of a and
 // b, accumulation, a strided c, depths longer than one chunk, partial row and column tiles and a
-// scalar column tail; results independent of the thread count; which shapes take it.
+// column tail past the last whole vector; results independent of the thread count; which shapes take it.
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -108,6 +108,7 @@ TEST_CASE("gemm_direct: which shapes take it") {
   CHECK(gemm_direct_suits(8192, 64, 128, 8, true));
   CHECK_FALSE(gemm_direct_suits(128, 8192, 64, 4, false));  // channels-first weight gradient: b large, by columns
   CHECK_FALSE(gemm_direct_suits(8192, 64, 3, 4, true));      // a decoder to 3 channels: no whole vector
+  CHECK_FALSE(gemm_direct_suits(3, 8192, 32, 4, false));     // that decoder's weight gradient: b copied for 3 rows
   CHECK_FALSE(gemm_direct_suits(8192, 64, 20, 4, true));     // mostly scalar tail
   CHECK_FALSE(gemm_direct_suits(1024, 1024, 1024, 4, true));  // large and square: Eigen's packed kernel
   CHECK_FALSE(gemm_direct_suits(0, 64, 128, 4, true));
