@@ -123,8 +123,10 @@ void tail_tile(const Geometry<T>& g, const T* b_tail, int64_t i0, int rows, int6
 
 bool gemm_direct_suits(int64_t n, int64_t k, int64_t m, int64_t element_bytes, bool b_row_major) {
   const int64_t lanes = 64 / element_bytes;
-  // Depth under 8 (an encoder from 3 channels): memory-bound either way, and Eigen was a little faster.
-  if (n < 1 || k < 8 || m < lanes) return false;
+  // Depth up to 32: in a training step (operands from memory, not a warm cache) Eigen was 10-15%
+  // faster on the 64 x 32 x points products and as fast on an encoder from 3 channels; from depth
+  // 64 on this kernel was faster (ops/BENCHMARKS.md).
+  if (n < 1 || k <= 32 || m < lanes) return false;
   // Copying a b stored by columns costs as much as a few output rows: not for a thin output (the
   // weight gradient of a 3-channel decoder, n = 3, was 8 times slower than Eigen's).
   if (!b_row_major && n < 16) return false;

@@ -15,9 +15,9 @@
 namespace gs::gemm_cpu {
 
 // Whether gemm_direct is used for c (n x m) = a (n x k) @ b (k x m) of this element size: the
-// output has at least one whole vector per row, the depth is small (forward, input gradient) or
-// the output is small (weight gradient, where the depth is the number of points), and b has
-// contiguous rows or is small.
+// output has at least one whole vector per row, the depth is small but over 32 (forward, input
+// gradient) or the output is small (weight gradient, where the depth is the number of points), and
+// b has contiguous rows or is small.
 bool gemm_direct_suits(int64_t n, int64_t k, int64_t m, int64_t element_bytes, bool b_row_major);
 
 // c = a @ b (or c += a @ b when `accumulate`), the contract of gemm_cpu::gemm for real T.

@@ -112,4 +112,5 @@ TEST_CASE("gemm_direct: which shapes take it") {
   CHECK_FALSE(gemm_direct_suits(8192, 64, 20, 4, true));     // mostly scalar tail
   CHECK_FALSE(gemm_direct_suits(1024, 1024, 1024, 4, true));  // large and square: Eigen's packed kernel
   CHECK_FALSE(gemm_direct_suits(0, 64, 128, 4, true));
+  CHECK_FALSE(gemm_direct_suits(8192, 32, 64, 4, true));  // depth 32: Eigen was faster inside a training step
 }
