@@ -8,6 +8,7 @@
 #include <vector>
 #include <cstdlib>
 #include <cstring>
+#include <sys/mman.h>
 
 #include "engine/cuda_runtime.h"
 
@@ -38,10 +39,10 @@ class CpuAllocator final : public Allocator {
   void* allocate(size_t nbytes, int) override {
     const size_t rounded = round_up(nbytes);
     void* p = kCacheBlocks ? take_cached(rounded) : nullptr;
-    if (!p) p = std::aligned_alloc(64, rounded);
+    if (!p) p = system_allocate(rounded);
     if (!p) {
       release_large_cache();  // the cache may hold what the system lacks; try once more
-      p = std::aligned_alloc(64, rounded);
+      p = system_allocate(rounded);
     }
     if (!p)
       fail("out of CPU memory: could not allocate {} bytes ({:.3g} GB) with {:.3g} GB already held by tensors", nbytes,
@@ -69,7 +70,7 @@ class CpuAllocator final : public Allocator {
         return;
       }
     }
-    std::free(p);
+    system_free(p, rounded);
   }
   MemoryStats stats(int) const override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -92,6 +93,37 @@ class CpuAllocator final : public Allocator {
   }
 
  private:
+  // Blocks of 4 MiB and more are mappings of their own, 2 MiB aligned and asked to be backed by
+  // transparent huge pages: kernels that walk a (batch, rows, columns) array down its columns (the
+  // SHT's Legendre stage reads and writes every row of a block of orders) touch a new 4 KiB page per
+  // row, and with 4 KiB pages those accesses missed the TLB (ops/sphere/NOTES.md). Their own
+  // mapping, not malloc's: a huge-page range inside malloc's heap also backed the small scratch
+  // buffers malloc handed out and took back there, and every call faulted 2 MiB pages in again.
+  // Where THP is off, madvise fails harmlessly and the mapping uses small pages.
+  static constexpr size_t kHugePage = size_t{2} << 20, kOwnMapping = size_t{4} << 20;
+  static size_t mapping_bytes(size_t rounded) { return (rounded + kHugePage - 1) / kHugePage * kHugePage; }
+  static void* system_allocate(size_t rounded) {
+    if (rounded < kOwnMapping || !kCacheBlocks) return std::aligned_alloc(64, rounded);  // ASan sees malloc's
+    const size_t bytes = mapping_bytes(rounded);
+    void* raw = mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return nullptr;
+    // Trim to a 2 MiB aligned range (a huge page needs an aligned virtual range).
+    const auto start = reinterpret_cast<uintptr_t>(raw);
+    const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+    if (aligned > start) munmap(raw, aligned - start);
+    if (const size_t tail = start + bytes + kHugePage - (aligned + bytes); tail > 0)
+      munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+    void* p = reinterpret_cast<void*>(aligned);
+#if defined(MADV_HUGEPAGE)
+    madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+  }
+  static void system_free(void* p, size_t rounded) {
+    if (rounded < kOwnMapping || !kCacheBlocks) std::free(p);
+    else munmap(p, mapping_bytes(rounded));
+  }
+
   void* take_cached(size_t rounded) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (rounded <= kMaxClass) {
@@ -110,7 +142,7 @@ class CpuAllocator final : public Allocator {
   }
   void release_large_cache() {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [size, p] : large_) std::free(p);
+    for (auto& [size, p] : large_) system_free(p, size);
     large_.clear();
     cached_large_bytes_ = 0;
   }

@@ -1,15 +1,17 @@
 // On-the-fly Legendre contractions (recurrence.h). Per order m, the northern rows the
-// order needs are cut into blocks of kRows latitudes; for each block the recurrence
-//   Pbar_l^m = a_lm x Pbar_{l-1}^m - b_lm Pbar_{l-2}^m
-// marches l = m .. lmax-1 with the kRows values in registers, and every value serves a northern row
-// and its mirror through Pbar_l^m(-x) = (-1)^{l+m} Pbar_l^m(x): the analysis contracts it with the
-// even part E = X[j] + X[j'] (l - m even) or the odd part O = X[j] - X[j'] (l - m odd), the
-// synthesis accumulates the even and odd sums S_e, S_o and writes S_e +- S_o. The synthesis marches
-// each block through all degrees; the analysis marches a few degrees at a time across all blocks
-// (analysis_degrees) so that its sums over rows stay in registers. The seeds Pbar_m^m and
-// the coefficients are those of ops/sphere/legendre.cpp (same formulas, same scaled diagonal), so
-// the two paths agree to rounding; the kernels march a rescaled form with two operations per step
-// (RecurrencePlan::alpha).
+// order needs are cut into blocks of kRows latitudes; for each block the kernels march the pair
+// form of the recurrence (RecurrencePlan::pair_rec): one value Y_k(x^2) per two degrees,
+//   Y_{k+1} = (r_k x^2 + s_k) Y_k + Y_{k-1}      (two fused multiply-adds per two degrees),
+// with Pbar_{m+2k+1} = x sigma_k Y_k and Pbar_{m+2k} a two-term combination of Y_k and Y_{k-1} that
+// is folded into the coefficients. Every value serves a northern row and its mirror through
+// Pbar_l^m(-x) = (-1)^{l+m} Pbar_l^m(x): the analysis contracts Y_k with the even part
+// E = X[j] + X[j'] and with x times the odd part O = X[j] - X[j'], the synthesis accumulates the
+// even and odd sums S_e, S_o and writes S_e +- x S_o. The synthesis marches each block through all
+// pairs; the analysis marches a few pairs at a time across all blocks (analysis_pair_chunk) so that
+// its sums over rows stay in registers. The seeds Pbar_m^m and the coefficients are those of
+// functions.cpp (same formulas, same scaled diagonal), so the two paths agree to rounding. (The
+// plain form, Pbar_l = a_l x Pbar_{l-1} - b_l Pbar_{l-2} rescaled to two operations per degree,
+// remains for the scaled starts below and for the analysis without AVX-512.)
 //
 // Negligible rows. Pbar_l^m ~ sin^m(theta) near the poles: for each order, northern rows whose values
 // are all below the table's negligible level (table.h) are skipped, a large saving at high
@@ -44,58 +46,6 @@ constexpr int64_t kSerialWork = 1 << 18;
 
 // ---- kernels ----
 
-// One block of kRows northern rows (x, seed; padded rows have both 0), FB fields: the even and odd
-// sums S_e[f][re/im][row] = sum_{l-m even} Pbar_l^m c[l][f], S_o likewise. c holds (lmax - m) rows of
-// `stride` reals, field f at 2f.
-template <int FB>
-void synth_block(const double* alpha, int64_t m, int64_t lmax, const double* x, const double* seed, const double* c,
-                 int64_t stride, double (&se_out)[FB][2][kRows], double (&so_out)[FB][2][kRows]) {
-  // Local sums (copied out at the end) so that the compiler keeps them in registers: through the
-  // reference parameters it would have to assume they alias the coefficients.
-  double se[FB][2][kRows], so[FB][2][kRows];
-  double p0[kRows], p1[kRows];  // the two latest degrees; each step overwrites the older
-  for (int r = 0; r < kRows; ++r) p0[r] = 0, p1[r] = seed[r];
-  for (int f = 0; f < FB; ++f)
-    for (int i = 0; i < 2; ++i)
-#pragma omp simd
-      for (int r = 0; r < kRows; ++r) se[f][i][r] = p1[r] * c[2 * f + i], so[f][i][r] = 0;
-  int64_t l = m + 1;
-  const double* cl = c + stride;
-  // Two degrees per pass so that the parity (and the accumulator) is fixed.
-  for (; l + 1 < lmax; l += 2, alpha += 2, cl += 2 * stride) {
-    const double a0 = alpha[0], a1 = alpha[1];
-#pragma omp simd
-    for (int r = 0; r < kRows; ++r) p0[r] = a0 * x[r] * p1[r] - p0[r];  // degree l (odd)
-    for (int f = 0; f < FB; ++f)
-      for (int i = 0; i < 2; ++i) {
-        const double v = cl[2 * f + i];
-#pragma omp simd
-        for (int r = 0; r < kRows; ++r) so[f][i][r] += p0[r] * v;
-      }
-#pragma omp simd
-    for (int r = 0; r < kRows; ++r) p1[r] = a1 * x[r] * p0[r] - p1[r];  // degree l + 1 (even)
-    for (int f = 0; f < FB; ++f)
-      for (int i = 0; i < 2; ++i) {
-        const double v = cl[stride + 2 * f + i];
-#pragma omp simd
-        for (int r = 0; r < kRows; ++r) se[f][i][r] += p1[r] * v;
-      }
-  }
-  if (l < lmax) {
-    const double a0 = alpha[0];
-#pragma omp simd
-    for (int r = 0; r < kRows; ++r) p0[r] = a0 * x[r] * p1[r] - p0[r];
-    for (int f = 0; f < FB; ++f)
-      for (int i = 0; i < 2; ++i) {
-        const double v = cl[2 * f + i];
-#pragma omp simd
-        for (int r = 0; r < kRows; ++r) so[f][i][r] += p0[r] * v;
-      }
-  }
-  std::copy(&se[0][0][0], &se[0][0][0] + FB * 2 * kRows, &se_out[0][0][0]);
-  std::copy(&so[0][0][0], &so[0][0][0] + FB * 2 * kRows, &so_out[0][0][0]);
-}
-
 // One vector of kLanes doubles (vec512.h: plain arithmetic, lowered to whatever vector width the
 // target has; no intrinsics). The analysis kernel uses it instead of arrays of
 // doubles because GCC kept those accumulators on the stack, with a load and a store per use.
@@ -107,6 +57,37 @@ inline Lanes load_lanes(const double* p) {
   return v;
 }
 inline void store_lanes(double* p, const Lanes& v) { __builtin_memcpy(p, &v, sizeof v); }
+// The synthesis of V vectors of rows (8 rows each) for FB fields in the pair form
+// (RecurrencePlan::pair_rec): Y_k marches two degrees per step, and each Y_k adds into the even
+// sums with the coefficient pc[4f + re/im] and into the odd sums with pc[4f + 2 + re/im]; the odd
+// sums are multiplied by x at the end (Pbar_odd = x sigma Y). y0: Y_0 of the rows (0 on padded and
+// scaled-start rows). pc: np pairs of B fields x 4 values, `pstride` apart.
+template <int FB, int V>
+inline void synth_pairs(const double* rec, int64_t np, const Lanes* t, const Lanes* x, const Lanes* y0, const double* pc,
+                        int64_t pstride, Lanes (&se)[FB][2][V], Lanes (&so)[FB][2][V]) {
+  Lanes e[FB][2][V], o[FB][2][V], yp[V], yc[V];
+  for (int v = 0; v < V; ++v) yp[v] = Lanes{}, yc[v] = y0[v];
+  for (int f = 0; f < FB; ++f)
+    for (int i = 0; i < 2; ++i)
+      for (int v = 0; v < V; ++v) e[f][i][v] = Lanes{}, o[f][i][v] = Lanes{};
+  for (int64_t k = 0; k < np; ++k, pc += pstride, rec += 2) {
+    for (int f = 0; f < FB; ++f)
+      for (int i = 0; i < 2; ++i) {
+        const double ce = pc[4 * f + i], co = pc[4 * f + 2 + i];
+        for (int v = 0; v < V; ++v) e[f][i][v] += yc[v] * ce, o[f][i][v] += yc[v] * co;
+      }
+    const double ra = rec[0], rb = rec[1];  // 0 past the last pair: the step is then unused
+    for (int v = 0; v < V; ++v) {
+      const Lanes next = (ra * t[v] + rb) * yc[v] + yp[v];
+      yp[v] = yc[v];
+      yc[v] = next;
+    }
+  }
+  for (int f = 0; f < FB; ++f)
+    for (int i = 0; i < 2; ++i)
+      for (int v = 0; v < V; ++v) se[f][i][v] = e[f][i][v], so[f][i][v] = o[f][i][v] * x[v];
+}
+
 // The sum of the lanes of a in the tree's order (((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)) for 8
 // lanes): every sum of lane_sums has this association whichever path computes it, so results do not
 // depend on how many fields share a tile (and so on the batch).
@@ -145,78 +126,76 @@ inline void lane_sums(const Lanes (&a)[N], double (&s)[N]) {
   for (; n < N; ++n) s[n] = pairwise_sum(a[n]);
 }
 
-// The analysis marches D degrees at a time across all of an order's row blocks (the outer loop is
-// over degree chunks, the block loop inside): the D x FB x 2 accumulators then stay in registers for
-// the whole column of rows and are reduced once per chunk. (Marching each block through all degrees,
-// as the synthesis does, needs a sum per degree, field and lane in memory, a (lmax - m) x B x 2 x 8
-// array loaded and stored at every block and degree, which falls out of L1 at large lmax or B:
-// 1.5-2.4x the synthesis time.) Each block's two latest degrees wait in `state` between chunks
-// (512 bytes a block). kAnalysisAcc bounds the accumulators so that they, the state and x fit the
-// 32 vector registers; the E and O values are read from L1 as operands of the multiply-adds.
+// The analysis marches K pairs of degrees (the pair form, RecurrencePlan::pair_rec) at a time
+// across all of an order's row blocks (the outer loop is over pair chunks, the block loop inside):
+// the K x FB x 4 accumulators then stay in registers for the whole column of rows and are reduced
+// once per chunk. (Marching each block through all degrees, as the synthesis does, needs a sum per
+// degree, field and lane in memory, a (lmax - m) x B x 2 x 8 array loaded and stored at every block
+// and degree, which falls out of L1 at large lmax or B: 1.5-2.4x the synthesis time.) Each block's
+// Y_{k-1}, Y_k wait in `state` between chunks (512 bytes a block). kAnalysisAcc bounds the
+// accumulators so that they, the state and x^2 fit the 32 vector registers; the row values are
+// read from L1 as operands of the multiply-adds.
 constexpr int kAnalysisAcc = 16;
 template <int FB>
-constexpr int analysis_degrees() { return std::max(2, (kAnalysisAcc / (2 * FB)) & ~1); }
+constexpr int analysis_pairs() { return std::max(1, kAnalysisAcc / (4 * FB)); }
 
 constexpr int kVecs = kRows / kLanes;  // vectors per row block
 
-// D degrees l .. l+D-1 of FB fields over nblk row blocks: out[d][2f + re/im] = sum over rows of
-// Q_{l+d} times E (d even) or O (d odd); l - m must be even. alpha[d] advances to degree l + d.
-// state holds per block (Q_{l-2}, Q_{l-1}) and is advanced by D degrees (when D is odd, the final
-// chunk, it is left inconsistent). x: nblk x kRows values; rows of field f, quantity
-// q = 2 parity + re/im at eo + f fs + q qs, kRows per block.
-template <int FB, int D>
-void analysis_degrees(const double* alpha, int64_t nblk, const double* x, double* state, const double* eo,
-                      int64_t qs, int64_t fs, double* out, int64_t out_stride) {
-  constexpr int kAcc = D * FB * 2;
-  Lanes acc[kAcc];  // [d][f][re/im]
+// Pairs k .. k+K-1 of FB fields over nblk row blocks: out[kk * ks + parity * ps + 2f + re/im] =
+// sum over rows of Y_{k+kk} times E (parity 0) or x O (parity 1). rec: the pairs' recurrence from
+// pair k. state holds per block (Y_{k-1}, Y_k) and is advanced by K pairs. t: nblk x kRows values
+// of x^2; rows of field f, quantity q = 2 parity + re/im at eo + f fs + q qs, kRows per block.
+template <int FB, int K>
+void analysis_pair_chunk(const double* rec, int64_t nblk, const double* t, double* state, const double* eo, int64_t qs,
+                         int64_t fs, double* out, int64_t ks, int64_t ps) {
+  constexpr int kAcc = K * FB * 4;
+  Lanes acc[kAcc];  // [kk][f][parity][re/im]
 #pragma GCC unroll 32
   for (int k = 0; k < kAcc; ++k) acc[k] = Lanes{};  // unrolled: GCC makes a loop a memset on the stack
   for (int64_t blk = 0; blk < nblk; ++blk) {
     double* st = state + blk * 2 * kRows;
     const double* w = eo + blk * kRows;
-    Lanes p0[kVecs], p1[kVecs], xb[kVecs];  // the two latest degrees; each step overwrites the older
+    Lanes yp[kVecs], yc[kVecs], tb[kVecs];
     for (int v = 0; v < kVecs; ++v) {
-      p0[v] = load_lanes(st + v * kLanes);
-      p1[v] = load_lanes(st + kRows + v * kLanes);
-      xb[v] = load_lanes(x + blk * kRows + v * kLanes);
+      yp[v] = load_lanes(st + v * kLanes);
+      yc[v] = load_lanes(st + kRows + v * kLanes);
+      tb[v] = load_lanes(t + blk * kRows + v * kLanes);
     }
 #pragma GCC unroll 16
-    for (int d = 0; d < D; ++d) {
-      Lanes* pn = d % 2 == 0 ? p0 : p1;
-      const Lanes* pl = d % 2 == 0 ? p1 : p0;
-      const double a = alpha[d];
-      for (int v = 0; v < kVecs; ++v) pn[v] = a * xb[v] * pl[v] - pn[v];
+    for (int kk = 0; kk < K; ++kk) {
       for (int f = 0; f < FB; ++f)
-        for (int i = 0; i < 2; ++i) {
-          const double* wq = w + f * fs + (2 * (d % 2) + i) * qs;
+        for (int q = 0; q < 4; ++q) {
+          const double* wq = w + f * fs + q * qs;
           // A chain of multiply-adds into one accumulator, not products then sums.
-          for (int v = 0; v < kVecs; ++v) acc[(d * FB + f) * 2 + i] += pn[v] * load_lanes(wq + v * kLanes);
+          for (int v = 0; v < kVecs; ++v) acc[(kk * FB + f) * 4 + q] += yc[v] * load_lanes(wq + v * kLanes);
         }
+      const double ra = rec[2 * kk], rb = rec[2 * kk + 1];
+      for (int v = 0; v < kVecs; ++v) {
+        const Lanes next = (ra * tb[v] + rb) * yc[v] + yp[v];
+        yp[v] = yc[v];
+        yc[v] = next;
+      }
     }
     for (int v = 0; v < kVecs; ++v) {
-      store_lanes(st + v * kLanes, p0[v]);
-      store_lanes(st + kRows + v * kLanes, p1[v]);
+      store_lanes(st + v * kLanes, yp[v]);
+      store_lanes(st + kRows + v * kLanes, yc[v]);
     }
   }
   double sums[kAcc];
   lane_sums(acc, sums);
-  for (int d = 0; d < D; ++d)
-    for (int k = 0; k < 2 * FB; ++k) out[d * out_stride + k] = sums[d * 2 * FB + k];
+  for (int kk = 0; kk < K; ++kk)
+    for (int f = 0; f < FB; ++f)
+      for (int q = 0; q < 4; ++q) out[kk * ks + (q / 2) * ps + 2 * f + q % 2] = sums[(kk * FB + f) * 4 + q];
 }
 
-// Degrees l .. lmax-1 (l - m even) in chunks of D, the rest in smaller even chunks and a last
-// single degree: every chunk but the last must have an even size so that the parity of d and the
-// roles of p0 and p1 in analysis_degrees stay those of the degree.
-template <int FB, int D>
-void analysis_march(const double* alpha, int64_t l, int64_t lmax, int64_t m, int64_t nblk, const double* x,
-                    double* state, const double* eo, int64_t qs, int64_t fs, double* out, int64_t out_stride) {
-  static_assert(D == 1 || D % 2 == 0);
-  for (; l + D <= lmax; l += D)
-    analysis_degrees<FB, D>(alpha + (l - m), nblk, x, state, eo, qs, fs, out + (l - m) * out_stride, out_stride);
-  constexpr int kNext = D > 2 ? std::max(2, (D / 2) & ~1) : 1;
-  if constexpr (D > 1) analysis_march<FB, kNext>(alpha, l, lmax, m, nblk, x, state, eo, qs, fs, out, out_stride);
+// Pairs k .. np-1 in chunks of K, the rest in smaller chunks.
+template <int FB, int K>
+void analysis_pair_march(const double* rec, int64_t k, int64_t np, int64_t nblk, const double* t, double* state,
+                         const double* eo, int64_t qs, int64_t fs, double* out, int64_t ks, int64_t ps) {
+  for (; k + K <= np; k += K)
+    analysis_pair_chunk<FB, K>(rec + 2 * k, nblk, t, state, eo, qs, fs, out + k * ks, ks, ps);
+  if constexpr (K > 1) analysis_pair_march<FB, K / 2>(rec, k, np, nblk, t, state, eo, qs, fs, out, ks, ps);
 }
-
 
 // The analysis without AVX-512 (analyse_order): one block marches all degrees and adds into
 // acc[(l - m)][f][re/im][lane] the sum over the block's rows of
@@ -303,10 +282,11 @@ double* aligned_doubles(std::vector<double>& v, size_t n) {
 }
 
 // Orders are processed in chunks of kChunk consecutive m: the grid and spectral arrays hold m
-// fastest, so a chunk reads or writes kChunk adjacent values of each row (a cache line or two)
+// fastest, so a chunk reads or writes kChunk adjacent values of each row (2-4 cache lines)
 // instead of one value per row and order, which with several fields cost more than the kernels
-// (measured at 360 degrees, 4 fields: 30% of the time in the strided gathers).
-constexpr int64_t kChunk = 8;
+// (measured at 360 degrees, 4 fields: 30% of the time in the strided gathers). 16 orders were
+// 4-8% faster than 8 at 360 degrees (B = 4) and 1-3% at 720 (B = 1).
+constexpr int64_t kChunk = 16;
 
 // Per-thread scratch of a chunk.
 struct ChunkScratch {
@@ -315,17 +295,48 @@ struct ChunkScratch {
   // that blocks load and store whole vectors.
   std::vector<double> rows;
   std::vector<double> coef;    // synthesis: per order, (lmax - m) x B x 2 from offset coef_at[k]
+  std::vector<double> pair_coef;  // synthesis: one order's pair coefficients [k][b][4]
   std::vector<double> out;     // analysis: [k][l - m][b][2] results before the scatter
-  std::vector<double> x, alpha, state;  // analysis: one order's x by block, alpha, march state
-  std::vector<double> acc;  // analysis without AVX-512: one order's lane sums
+  std::vector<double> x, alpha, state;  // analysis: one order's x by block, x^2 (AVX-512) or alpha, march state
+  std::vector<double> acc;  // analysis: one order's pair sums G, H (AVX-512) or lane sums (without)
 };
+
+// Vectors of rows per synthesis call: the sums of FB fields (4 FB V vectors), Y_k, Y_{k-1}, x^2 and x
+// must fit the vector registers (32 with AVX-512, 16 otherwise, where a Lanes takes two).
+template <int FB>
+constexpr int synth_vecs() {
+#ifdef __AVX512F__
+  return FB == 1 ? 4 : 2;
+#else
+  return 1;
+#endif
+}
+
+// The spectral values of one order m turned into the pair form's coefficients (pair_syn):
+// out[k][b] = (even re, even im, odd re, odd im). raw: (lmax - m) rows of `stride` reals, field b at 2b.
+void pair_coefficients(const RecurrencePlan& p, int64_t m, const double* raw, int64_t stride, int64_t B, double* out) {
+  const int64_t n = p.key.lmax - m, np = p.pairs(m);
+  const double* syn = p.pair_syn_of(m);
+  for (int64_t k = 0; k < np; ++k) {
+    const double* even = raw + 2 * k * stride;
+    const double* next = 2 * k + 2 < n ? even + 2 * stride : nullptr;
+    const double* odd = 2 * k + 1 < n ? even + stride : nullptr;
+    for (int64_t b = 0; b < B; ++b) {
+      double* o = out + (k * B + b) * 4;
+      for (int i = 0; i < 2; ++i) {
+        o[i] = syn[3 * k] * even[2 * b + i] + (next ? syn[3 * k + 1] * next[2 * b + i] : 0.0);
+        o[2 + i] = odd ? syn[3 * k + 2] * odd[2 * b + i] : 0.0;
+      }
+    }
+  }
+}
 
 template <typename T>
 void to_latitude_chunk(const RecurrencePlan& p, const std::complex<T>* A, std::complex<T>* X, int64_t B, int64_t c0,
                        int64_t c1, ChunkScratch& ws) {
   const int64_t lmax = p.key.lmax, mmax = p.key.mmax, nlat = p.key.nlat, n_even = p.n_even;
   const int64_t K = c1 - c0, stride = 2 * B, n_pad = n_even + kRows, row_block = B * 4 * n_pad;
-  // Coefficients with the row factors and s_l applied: order m's (l - m)-th row of B complex values.
+  // The chunk's spectral values: order m's (l - m)-th row of B complex values.
   std::vector<int64_t> coef_at(static_cast<size_t>(K) + 1, 0);
   for (int64_t k = 0; k < K; ++k)
     coef_at[static_cast<size_t>(k) + 1] = coef_at[static_cast<size_t>(k)] + (lmax - c0 - k) * stride;
@@ -333,36 +344,54 @@ void to_latitude_chunk(const RecurrencePlan& p, const std::complex<T>* A, std::c
   for (int64_t b = 0; b < B; ++b)
     for (int64_t l = c0; l < lmax; ++l) {
       const std::complex<T>* a = A + (b * lmax + l) * mmax;
+      if (l + kAhead < lmax) prefetch_orders(a + kAhead * mmax, a + kAhead * mmax, c0, c1, 0);
       for (int64_t m = c0; m < std::min(c1, l + 1); ++m) {
-        const double f = p.out_factor_of(m)[l - m];
         double* c = ws.coef.data() + coef_at[static_cast<size_t>(m - c0)] + (l - m) * stride + 2 * b;
-        c[0] = f * static_cast<double>(a[m].real());
-        c[1] = f * static_cast<double>(a[m].imag());
+        c[0] = static_cast<double>(a[m].real());
+        c[1] = static_cast<double>(a[m].imag());
       }
     }
   ws.rows.resize(static_cast<size_t>(K * row_block));  // rows j < first_row[m] are never read
   for (int64_t m = c0; m < c1; ++m) {
-    const int64_t js = p.first_row[static_cast<size_t>(m)];
-    const double* coef = ws.coef.data() + coef_at[static_cast<size_t>(m - c0)];
+    const int64_t js = p.first_row[static_cast<size_t>(m)], np = p.pairs(m);
+    const double* raw = ws.coef.data() + coef_at[static_cast<size_t>(m - c0)];
+    ws.pair_coef.resize(static_cast<size_t>(np * B * 4));
+    pair_coefficients(p, m, raw, stride, B, ws.pair_coef.data());
+    const double* rec = p.pair_rec_of(m);
+    const double seed_scale = p.pair_seed_scale[static_cast<size_t>(m)];
     double* rows = ws.rows.data() + (m - c0) * row_block;
     for_field_tiles(B, [&]<int FB>(int64_t b0) {
+      constexpr int V = synth_vecs<FB>();
       for (int64_t r0 = js; r0 < n_even; r0 += kRows) {
         const int64_t nr = std::min<int64_t>(kRows, n_even - r0);
-        double x[kRows], seed[kRows];
-        load_block(p, m, r0, nr, x, seed);
-        double se[FB][2][kRows], so[FB][2][kRows];
-        synth_block<FB>(p.alpha_of(m), m, lmax, x, seed, coef + 2 * b0, stride, se, so);
-        for (int f = 0; f < FB; ++f) {
-          double* o = rows + (b0 + f) * 4 * n_pad + r0;
-          std::copy_n(se[f][0], nr, o);
-          std::copy_n(se[f][1], nr, o + n_pad);
-          std::copy_n(so[f][0], nr, o + 2 * n_pad);
-          std::copy_n(so[f][1], nr, o + 3 * n_pad);
+        double xs[kRows], seed[kRows];
+        load_block(p, m, r0, nr, xs, seed);
+        for (int part = 0; part < kRows / (V * kLanes); ++part) {
+          Lanes x[V], t[V], y0[V];
+          for (int v = 0; v < V; ++v) {
+            x[v] = load_lanes(xs + (part * V + v) * kLanes);
+            t[v] = x[v] * x[v];
+            y0[v] = load_lanes(seed + (part * V + v) * kLanes) * seed_scale;
+          }
+          Lanes se[FB][2][V], so[FB][2][V];
+          synth_pairs<FB, V>(rec, np, t, x, y0, ws.pair_coef.data() + 4 * b0, 4 * B, se, so);
+          // Whole vectors: a block's rows end before n_pad, and padded rows hold 0.
+          for (int f = 0; f < FB; ++f) {
+            double* o = rows + (b0 + f) * 4 * n_pad + r0 + part * V * kLanes;
+            for (int v = 0; v < V; ++v) {
+              store_lanes(o + v * kLanes, se[f][0][v]);
+              store_lanes(o + n_pad + v * kLanes, se[f][1][v]);
+              store_lanes(o + 2 * n_pad + v * kLanes, so[f][0][v]);
+              store_lanes(o + 3 * n_pad + v * kLanes, so[f][1][v]);
+            }
+          }
         }
       }
     });
-    // Rows that start scaled: their block lanes held 0; one row at a time from where they resume.
+    // Rows that start scaled: their block lanes held 0; one row at a time from where they resume,
+    // in the Q form (RecurrencePlan::alpha, out_factor).
     const double* alpha = p.alpha_of(m);
+    const double* of = p.out_factor_of(m);
     for (const RecurrencePlan::ScaledStart& st : p.scaled[static_cast<size_t>(m)]) {
       const double x = p.x[static_cast<size_t>(st.j)];
       for (int64_t b = 0; b < B; ++b) {
@@ -370,8 +399,9 @@ void to_latitude_chunk(const RecurrencePlan& p, const std::complex<T>* A, std::c
         double pp = st.p_prev, pc = st.p_cur;
         for (int64_t l = st.l;; ++l) {
           const int64_t par = (l - m) % 2;
-          o[2 * par * n_pad] += pc * coef[(l - m) * stride + 2 * b];
-          o[(2 * par + 1) * n_pad] += pc * coef[(l - m) * stride + 2 * b + 1];
+          const double* c = raw + (l - m) * stride + 2 * b;
+          o[2 * par * n_pad] += pc * of[l - m] * c[0];
+          o[(2 * par + 1) * n_pad] += pc * of[l - m] * c[1];
           if (l + 1 >= lmax) break;
           const double next = alpha[l - m] * x * pc - pp;  // degree l + 1
           pp = pc;
@@ -387,6 +417,10 @@ void to_latitude_chunk(const RecurrencePlan& p, const std::complex<T>* A, std::c
       std::complex<T>* xn = X + (b * nlat + j) * mmax;
       std::complex<T>* xs = X + (b * nlat + nlat - 1 - j) * mmax;
       const bool equator = j == p.n_odd;
+      if (j + kAhead < n_even) {
+        prefetch_orders(xn + kAhead * mmax, xn, c0, c1, 1);
+        prefetch_orders(xs - kAhead * mmax, xs, c0, c1, 1);
+      }
       for (int64_t m = c0; m < c1; ++m) {
         if (j < p.first_row[static_cast<size_t>(m)]) {
           xn[m] = xs[m] = std::complex<T>(0, 0);
@@ -401,8 +435,18 @@ void to_latitude_chunk(const RecurrencePlan& p, const std::complex<T>* A, std::c
     }
 }
 
+// The analysis kernel needs 32 vector registers: compiled for AVX2 its accumulators spill (measured
+// 3x slower than the per-block kernel there). Without AVX-512 each block marches all degrees
+// instead and adds into per-degree lane sums in memory (analysis_block, the previous kernel).
+#ifdef __AVX512F__
+constexpr bool kRegisterAnalysis = true;
+#else
+constexpr bool kRegisterAnalysis = false;
+#endif
+
 // The analysis's row values of a chunk of orders, [k][b][q][j - js] with q = E re, E im, O re, O im:
-// E = w_j (X[j] + X[j']), O = w_j (X[j] - X[j']), the equator (odd nlat) E = w_j X[j], O = 0.
+// E = w_j (X[j] + X[j']), O = w_j (X[j] - X[j']), the equator (odd nlat) E = w_j X[j], O = 0; with
+// AVX-512 (the pair form's kernel) O is stored times x_j.
 // Order m's rows start at its first kept row js and are zero-padded to whole blocks; n_pad and the
 // buffer are multiples of 64 bytes, so that every block loads whole cache lines (a vector load
 // across two lines costs about twice as much: this alignment made the analysis ~1.5x faster).
@@ -421,6 +465,7 @@ double* analysis_rows(const RecurrencePlan& p, const std::complex<T>* X, int64_t
   for (int64_t b = 0; b < B; ++b)
     for (int64_t j = j0; j < n_even; ++j) {
       const double w = p.weight[static_cast<size_t>(j)];
+      const double wo = kRegisterAnalysis ? w * p.x[static_cast<size_t>(j)] : w;  // the pair form reads x O
       const bool equator = j == p.n_odd;
       const std::complex<T>* xn = X + (b * nlat + j) * mmax;
       const std::complex<T>* xs = X + (b * nlat + nlat - 1 - j) * mmax;
@@ -432,20 +477,12 @@ double* analysis_rows(const RecurrencePlan& p, const std::complex<T>* X, int64_t
         const double nr = xn[m].real(), ni = xn[m].imag();
         const double sr = equator ? 0.0 : xs[m].real(), si = equator ? 0.0 : xs[m].imag();
         o[0] = w * (nr + sr), o[n_pad] = w * (ni + si);
-        o[2 * n_pad] = equator ? 0.0 : w * (nr - sr), o[3 * n_pad] = equator ? 0.0 : w * (ni - si);
+        o[2 * n_pad] = equator ? 0.0 : wo * (nr - sr), o[3 * n_pad] = equator ? 0.0 : wo * (ni - si);
       }
     }
   return rows;
 }
 
-// The analysis kernel needs 32 vector registers: compiled for AVX2 its accumulators spill (measured
-// 3x slower than the per-block kernel there). Without AVX-512 each block marches all degrees
-// instead and adds into per-degree lane sums in memory (analysis_block, the previous kernel).
-#ifdef __AVX512F__
-constexpr bool kRegisterAnalysis = true;
-#else
-constexpr bool kRegisterAnalysis = false;
-#endif
 
 // analyse_order without AVX-512; x: the order's x by block (zero-padded).
 void analyse_order_by_block(const RecurrencePlan& p, int64_t m, const double* rows, int64_t B, int64_t n_pad,
@@ -471,28 +508,36 @@ void analyse_order_by_block(const RecurrencePlan& p, int64_t m, const double* ro
     }
 }
 
-// analyse_order with AVX-512: analysis_march over all blocks, per field tile.
+// analyse_order with AVX-512: the pair march over all blocks, per field tile, into the sums G_k
+// (parity 0) and H_k (parity 1), then the Q-form sums of every degree (pair_ana). rows: E and x O.
 void analyse_order_in_registers(const RecurrencePlan& p, int64_t m, const double* rows, int64_t B, int64_t n_pad,
                                 const double* x, double* out, ChunkScratch& ws) {
-  const int64_t lmax = p.key.lmax, n_even = p.n_even, js = p.first_row[static_cast<size_t>(m)];
-  const int64_t nblk = (n_even - js + kRows - 1) / kRows;
-  // alpha with a leading 0 so that the march starts one degree early from
-  // (Q_{m-2}, Q_{m-1}) = (-seed, 0): its first step yields Q_m = seed.
-  ws.alpha.resize(static_cast<size_t>(lmax - m));
-  ws.alpha[0] = 0.0;
-  std::copy_n(p.alpha_of(m), lmax - m - 1, ws.alpha.begin() + 1);
+  const int64_t n = p.key.lmax - m, n_even = p.n_even, js = p.first_row[static_cast<size_t>(m)];
+  const int64_t nblk = (n_even - js + kRows - 1) / kRows, np = p.pairs(m);
+  double* const t = aligned_doubles(ws.alpha, static_cast<size_t>(nblk * kRows));
+  for (int64_t r = 0; r < nblk * kRows; ++r) t[r] = x[r] * x[r];
   const double* seed = p.seed.data() + m * n_even;
+  const double seed_scale = p.pair_seed_scale[static_cast<size_t>(m)];
   double* const state = aligned_doubles(ws.state, static_cast<size_t>(nblk * 2 * kRows));
+  ws.acc.resize(static_cast<size_t>(np * 4 * B));  // [k][parity][b][re/im]
+  double* const gh = ws.acc.data();
   for_field_tiles(B, [&]<int FB>(int64_t b0) {
     for (int64_t blk = 0; blk < nblk; ++blk)
       for (int r = 0; r < kRows; ++r) {
         const int64_t j = js + blk * kRows + r;
-        state[blk * 2 * kRows + r] = j < n_even ? -seed[j] : 0.0;
-        state[blk * 2 * kRows + kRows + r] = 0.0;
+        state[blk * 2 * kRows + r] = 0.0;
+        state[blk * 2 * kRows + kRows + r] = j < n_even ? seed_scale * seed[j] : 0.0;
       }
-    analysis_march<FB, analysis_degrees<FB>()>(ws.alpha.data(), m, lmax, m, nblk, x, state, rows + b0 * 4 * n_pad,
-                                             n_pad, 4 * n_pad, out + 2 * b0, 2 * B);
+    analysis_pair_march<FB, analysis_pairs<FB>()>(p.pair_rec_of(m), 0, np, nblk, t, state, rows + b0 * 4 * n_pad, n_pad,
+                                                  4 * n_pad, gh + 2 * b0, 4 * B, 2 * B);
   });
+  const double* ana = p.pair_ana_of(m);
+  for (int64_t k = 0; k < np; ++k)
+    for (int64_t i = 0; i < 2 * B; ++i) {
+      const double g = gh[k * 4 * B + i], g_prev = k > 0 ? gh[(k - 1) * 4 * B + i] : 0.0;
+      out[2 * k * 2 * B + i] = ana[3 * k] * g + ana[3 * k + 1] * g_prev;
+      if (2 * k + 1 < n) out[(2 * k + 1) * 2 * B + i] = ana[3 * k + 2] * gh[k * 4 * B + 2 * B + i];
+    }
 }
 
 // Order m of the analysis: out[l - m][b][re/im] = sum_j Q_l(x_j) (E or O of field b at row j), Q_l the
@@ -509,14 +554,17 @@ void analyse_order(const RecurrencePlan& p, int64_t m, const double* rows, int64
   const double* alpha = p.alpha_of(m);
   for (const RecurrencePlan::ScaledStart& st : p.scaled[static_cast<size_t>(m)]) {
     const double xj = p.x[static_cast<size_t>(st.j)];
+    // The stored odd values are x O on the pair form's path; scaled starts lie near the poles, |x| ~ 1.
+    const double odd_scale = kRegisterAnalysis ? 1.0 / xj : 1.0;
     for (int64_t b = 0; b < B; ++b) {
       const double* v = rows + b * 4 * n_pad + (st.j - js);
       double pp = st.p_prev, pc = st.p_cur;
       for (int64_t l = st.l;; ++l) {
         const int64_t par = (l - m) % 2;
+        const double s = par == 1 ? odd_scale : 1.0;
         double* a = out + (l - m) * 2 * B + 2 * b;
-        a[0] += pc * v[2 * par * n_pad];
-        a[1] += pc * v[(2 * par + 1) * n_pad];
+        a[0] += pc * s * v[2 * par * n_pad];
+        a[1] += pc * s * v[(2 * par + 1) * n_pad];
         if (l + 1 >= lmax) break;
         const double next = alpha[l - m] * xj * pc - pp;
         pp = pc;

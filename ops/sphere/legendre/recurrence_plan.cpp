@@ -63,6 +63,73 @@ double march(const RecurrencePlan& p, int64_t m, double x, Scaled d, RecurrenceP
   return best;
 }
 
+// The pair form (RecurrencePlan::pair_rec). With p_l = Pbar_l^m and the recurrence
+// p_l = a_l x p_{l-1} - b_l p_{l-2}, write E_k = p_{m+2k} and x O_k = p_{m+2k+1} (both polynomials
+// in t = x^2 times sin^m). The odd step gives O_k = al_k E_k - be_k O_{k-1} (al_k = a_{m+2k+1},
+// be_k = b_{m+2k+1}), so E_k = (O_k + be_k O_{k-1}) / al_k; the even step
+// E_{k+1} = ga_k t O_k - de_k E_k (ga_k = a_{m+2k+2}, de_k = b_{m+2k+2}) then gives a three-term
+// recurrence of O alone in t:
+//   O_{k+1} = (A_k t + B_k) O_k + C_k O_{k-1},
+//   A_k = al_{k+1} ga_k,  B_k = -(al_{k+1} de_k / al_k + be_{k+1}),  C_k = -al_{k+1} de_k be_k / al_k.
+// Rescaled as Y_k = O_k / sigma_k with sigma_0 = sigma_1 = 1 and sigma_{k+1} = C_k sigma_{k-1}, the
+// last coefficient is 1: two fused multiply-adds advance two degrees, where the plain recurrence
+// needs two per degree. (The idea is Ishioka's (2018), used by SHTns; this family, O, is the odd
+// one.) The even sums read O_k through the two-term relation, which costs nothing per point: it is
+// folded into the coefficients (pair_syn) or applied to the row sums (pair_ana). O_k = p_odd / x is
+// about l times p_even near the equator, so the even values lose up to log10(l) digits to
+// cancellation there: 1e-13 relative at l = 720, within the path's tests.
+void build_pair_form(RecurrencePlan& p) {
+  const int64_t lmax = p.key.lmax, mmax = p.key.mmax;
+  auto a = [](double l, double m) { return std::sqrt((2.0 * l - 1.0) * (2.0 * l + 1.0) / ((l - m) * (l + m))); };
+  auto b = [](double l, double m) {
+    return l - m < 2 ? 0.0 : std::sqrt((l + m - 1.0) * (l - m - 1.0) * (2.0 * l + 1.0) / ((l - m) * (l + m) * (2.0 * l - 3.0)));
+  };
+  p.pair_offset.resize(static_cast<size_t>(mmax));
+  p.pair_seed_scale.resize(static_cast<size_t>(mmax));
+  size_t total = 0;
+  for (int64_t m = 0; m < mmax; ++m) {
+    p.pair_offset[static_cast<size_t>(m)] = total;
+    total += static_cast<size_t>(p.pairs(m) + 1);
+  }
+  p.pair_rec.assign(2 * total, 0.0);
+  p.pair_syn.assign(3 * total, 0.0);
+  p.pair_ana.assign(3 * total, 0.0);
+  for (int64_t m = 0; m < mmax; ++m) {
+    const int64_t n = lmax - m, np = p.pairs(m);
+    const double md = static_cast<double>(m);
+    auto al = [&](int64_t k) { return a(md + 2.0 * k + 1.0, md); };  // degree m + 2k + 1 <= lmax
+    auto be = [&](int64_t k) { return b(md + 2.0 * k + 1.0, md); };
+    auto ga = [&](int64_t k) { return a(md + 2.0 * k + 2.0, md); };
+    auto de = [&](int64_t k) { return b(md + 2.0 * k + 2.0, md); };
+    auto f = [&](int64_t d) { return d < n ? p.f(m, m + d) : 0.0; };  // factor of degree m + d
+    std::vector<double> s(static_cast<size_t>(n + 2), 1.0);  // the Q form's s_l (s_m = s_{m+1} = 1)
+    for (int64_t d = 2; d < n; ++d) s[static_cast<size_t>(d)] = b(md + d, md) * s[static_cast<size_t>(d - 2)];
+    std::vector<double> sigma(static_cast<size_t>(np + 1), 1.0);
+    double* rec = p.pair_rec.data() + 2 * p.pair_offset[static_cast<size_t>(m)];
+    double* syn = p.pair_syn.data() + 3 * p.pair_offset[static_cast<size_t>(m)];
+    double* ana = p.pair_ana.data() + 3 * p.pair_offset[static_cast<size_t>(m)];
+    for (int64_t k = 0; k + 1 < np; ++k) {
+      const double A = al(k + 1) * ga(k), B = -(al(k + 1) * de(k) / al(k) + be(k + 1));
+      const double C = -al(k + 1) * de(k) * be(k) / al(k);
+      if (k > 0) sigma[static_cast<size_t>(k + 1)] = C * sigma[static_cast<size_t>(k - 1)];
+      const double r = sigma[static_cast<size_t>(k)] / sigma[static_cast<size_t>(k + 1)];
+      rec[2 * k] = A * r;
+      rec[2 * k + 1] = B * r;
+    }
+    p.pair_seed_scale[static_cast<size_t>(m)] = al(0);
+    for (int64_t k = 0; k < np; ++k) {
+      const double sk = sigma[static_cast<size_t>(k)], skm = k > 0 ? sigma[static_cast<size_t>(k - 1)] : 0.0;
+      syn[3 * k] = sk * f(2 * k) / al(k);
+      syn[3 * k + 1] = 2 * k + 2 < n ? sk * f(2 * k + 2) * be(k + 1) / al(k + 1) : 0.0;
+      syn[3 * k + 2] = sk * f(2 * k + 1);
+      const double s_even = s[static_cast<size_t>(2 * k)];
+      ana[3 * k] = sk / (al(k) * s_even);
+      ana[3 * k + 1] = be(k) * skm / (al(k) * s_even);
+      ana[3 * k + 2] = 2 * k + 1 < n ? sk / s[static_cast<size_t>(2 * k + 1)] : 0.0;
+    }
+  }
+}
+
 std::shared_ptr<const RecurrencePlan> build_plan(const LegendreTableKey& key) {
   GS_CHECK(is_floating(key.dtype), "Legendre recurrence: expected dtype f32 or f64, got {}", dtype_name(key.dtype));
   GS_CHECK(key.nlat >= 1 && key.mmax >= 1 && key.mmax <= key.lmax,
@@ -110,6 +177,8 @@ std::shared_ptr<const RecurrencePlan> build_plan(const LegendreTableKey& key) {
       s_cur = s_l;
     }
   }
+
+  build_pair_form(*p);
 
   // The scaled diagonal of every (order, row), marched across m as legendre.cpp does.
   std::vector<Scaled> diag(static_cast<size_t>(mmax) * ne);
@@ -189,7 +258,8 @@ size_t clear_recurrence_plans() { return plan_cache().clear(); }
 size_t RecurrencePlan::nbytes() const {
   size_t doubles = x.size() + weight.size() + ab.size() + factor.size() + alpha.size() + out_factor.size() + seed.size();
   for (const auto& s : scaled) doubles += 4 * s.size();
-  return doubles * sizeof(double) + (first_row.size() + ab_offset.size()) * sizeof(int64_t);
+  doubles += pair_rec.size() + pair_syn.size() + pair_ana.size() + pair_seed_scale.size();
+  return doubles * sizeof(double) + (first_row.size() + ab_offset.size() + pair_offset.size()) * sizeof(int64_t);
 }
 
 int64_t recurrence_first_row(const RecurrencePlan& plan, int64_t m) {

@@ -39,6 +39,25 @@ struct RecurrencePlan {
   // has order m's values for l = m+1 .. lmax-1 at ab_offset[m] / 2; out_factor = factor * s_l for
   // l = m .. lmax-1 at ab_offset[m] / 2 + m (one more entry per order than alpha).
   std::vector<double> alpha, out_factor;
+  // The pair form the kernels march (recurrence_plan.cpp, "The pair form"): one sequence
+  // Y_k(x^2), k = 0 .. pairs(m) - 1, serves degrees m + 2k (even) and m + 2k + 1 (odd):
+  //   Pbar_{m+2k+1} = x sigma_k Y_k,   Pbar_{m+2k} = (sigma_k Y_k + beta_k sigma_{k-1} Y_{k-1}) / alpha_k,
+  //   Y_{k+1} = (pair_rec[2k] x^2 + pair_rec[2k+1]) Y_k + Y_{k-1},   Y_0 = pair_seed_scale[m] Pbar_m^m, Y_{-1} = 0:
+  // two operations per two degrees. Per order at pair_offset[m] (pairs(m) + 1 entries each, the
+  // last recurrence pair 0 so that a march may step past the end):
+  //   pair_rec  (2 per pair)  the recurrence;
+  //   pair_syn  (3 per pair)  synthesis: Y_k's even coefficient is pair_syn[3k] c_{m+2k} +
+  //             pair_syn[3k+1] c_{m+2k+2}, its odd one (times x) pair_syn[3k+2] c_{m+2k+1}, with
+  //             c_l the spectral value (the degree's factor is folded in);
+  //   pair_ana  (3 per pair)  analysis: with G_k = sum_j Y_k(x_j) E_j and H_k = sum_j Y_k(x_j) x_j O_j,
+  //             the Q-form sums (out_factor applies) are pair_ana[3k] G_k + pair_ana[3k+1] G_{k-1}
+  //             (degree m + 2k) and pair_ana[3k+2] H_k (degree m + 2k + 1).
+  std::vector<size_t> pair_offset;  // mmax
+  std::vector<double> pair_rec, pair_syn, pair_ana, pair_seed_scale;
+  int64_t pairs(int64_t m) const { return (key.lmax - m + 1) / 2; }
+  const double* pair_rec_of(int64_t m) const { return pair_rec.data() + 2 * pair_offset[static_cast<size_t>(m)]; }
+  const double* pair_syn_of(int64_t m) const { return pair_syn.data() + 3 * pair_offset[static_cast<size_t>(m)]; }
+  const double* pair_ana_of(int64_t m) const { return pair_ana.data() + 3 * pair_offset[static_cast<size_t>(m)]; }
   std::vector<double> seed;  // (mmax, n_even): Pbar_m^m(x_j); 0 before first_row and for scaled starts
   std::vector<std::vector<ScaledStart>> scaled;       // mmax
   int64_t n_scaled = 0;
