@@ -570,6 +570,13 @@ TEST_CASE("sht: the automatic rule picks the table for many fields and the recur
     CHECK(use_recurrence(large, 16));
     CHECK_FALSE(use_recurrence(large, 4096));
   }
+  // f32 at 360 degrees, 4 fields (about 10 MB of table a field): the analysis table kernel is
+  // faster there than the recurrence, the synthesis one slower.
+  gs::sphere::LegendreTableKey f32_360{GridKind::legendre_gauss, 360, 360, 360, gs::sphere::Normalization::ortho,
+                                       true, LegendreTableKind::analysis, DType::f32};
+  CHECK_FALSE(use_recurrence(f32_360, 4));
+  f32_360.kind = LegendreTableKind::synthesis;
+  CHECK(use_recurrence(f32_360, 4));
   // The estimate the rule uses is the stored size up to the skipped polar rows.
   gs::sphere::LegendreTableKey mid{GridKind::legendre_gauss, 96, 96, 96, gs::sphere::Normalization::ortho,
                                    true, LegendreTableKind::synthesis, DType::f64};

@@ -86,10 +86,13 @@ bool use_recurrence(const LegendreTableKey& key, int64_t batch) {
   // The measured rule (NOTES.md, "On-the-fly path"). Per field, both paths do work proportional
   // to the table's entries, but the table kernels also stream the whole table once per call,
   // shared by the batch; past the caches that traffic decides. The recurrence stays in f64 while
-  // the f32 table kernels run at twice the f64 rate, so f32 tables pay off down to larger shares.
+  // the f32 table kernels run at twice the f64 rate, so f32 tables pay off down to larger shares,
+  // the f32 analysis table (the faster of the two table kernels) to larger still: at
+  // legendre-gauss 360x720, 4 fields (10 MB a field) it took 0.70-0.75x the recurrence's time at 1
+  // and 2 threads, the synthesis table 1.26-1.31x (ops/BENCHMARKS.md, issue 33).
   const double mb = 1e-6 * static_cast<double>(LegendreTable::estimated_bytes(key));
   const double per_field = mb / static_cast<double>(std::max<int64_t>(batch, 1));
-  if (key.dtype == DType::f32) return per_field >= 8.0;
+  if (key.dtype == DType::f32) return per_field >= (key.kind == LegendreTableKind::analysis ? 16.0 : 8.0);
   return per_field >= 2.0 || (mb >= 16.0 && per_field >= 0.25);
 }
 
