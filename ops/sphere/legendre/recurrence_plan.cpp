@@ -102,8 +102,6 @@ void build_pair_form(RecurrencePlan& p) {
     auto ga = [&](int64_t k) { return a(md + 2.0 * k + 2.0, md); };
     auto de = [&](int64_t k) { return b(md + 2.0 * k + 2.0, md); };
     auto f = [&](int64_t d) { return d < n ? p.f(m, m + d) : 0.0; };  // factor of degree m + d
-    std::vector<double> s(static_cast<size_t>(n + 2), 1.0);  // the Q form's s_l (s_m = s_{m+1} = 1)
-    for (int64_t d = 2; d < n; ++d) s[static_cast<size_t>(d)] = b(md + d, md) * s[static_cast<size_t>(d - 2)];
     std::vector<double> sigma(static_cast<size_t>(np + 1), 1.0);
     double* rec = p.pair_rec.data() + 2 * p.pair_offset[static_cast<size_t>(m)];
     double* syn = p.pair_syn.data() + 3 * p.pair_offset[static_cast<size_t>(m)];
@@ -122,10 +120,9 @@ void build_pair_form(RecurrencePlan& p) {
       syn[3 * k] = sk * f(2 * k) / al(k);
       syn[3 * k + 1] = 2 * k + 2 < n ? sk * f(2 * k + 2) * be(k + 1) / al(k + 1) : 0.0;
       syn[3 * k + 2] = sk * f(2 * k + 1);
-      const double s_even = s[static_cast<size_t>(2 * k)];
-      ana[3 * k] = sk / (al(k) * s_even);
-      ana[3 * k + 1] = be(k) * skm / (al(k) * s_even);
-      ana[3 * k + 2] = 2 * k + 1 < n ? sk / s[static_cast<size_t>(2 * k + 1)] : 0.0;
+      ana[3 * k] = f(2 * k) * sk / al(k);
+      ana[3 * k + 1] = f(2 * k) * be(k) * skm / al(k);
+      ana[3 * k + 2] = f(2 * k + 1) * sk;
     }
   }
 }

@@ -50,7 +50,7 @@ struct RecurrencePlan {
   //             pair_syn[3k+1] c_{m+2k+2}, its odd one (times x) pair_syn[3k+2] c_{m+2k+1}, with
   //             c_l the spectral value (the degree's factor is folded in);
   //   pair_ana  (3 per pair)  analysis: with G_k = sum_j Y_k(x_j) E_j and H_k = sum_j Y_k(x_j) x_j O_j,
-  //             the Q-form sums (out_factor applies) are pair_ana[3k] G_k + pair_ana[3k+1] G_{k-1}
+  //             the results (the degree's factor included) are pair_ana[3k] G_k + pair_ana[3k+1] G_{k-1}
   //             (degree m + 2k) and pair_ana[3k+2] H_k (degree m + 2k + 1).
   std::vector<size_t> pair_offset;  // mmax
   std::vector<double> pair_rec, pair_syn, pair_ana, pair_seed_scale;
