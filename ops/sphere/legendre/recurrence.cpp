@@ -294,7 +294,7 @@ struct ChunkScratch {
   // (analysis: from the order's first kept row on, see analysis_rows) or S_e, S_o (synthesis), so
   // that blocks load and store whole vectors.
   std::vector<double> rows;
-  std::vector<double> coef;    // synthesis: per order, (lmax - m) x B x 2 from offset coef_at[k]
+  std::vector<double> coef;    // synthesis: the chunk's spectral values [l - c0][k][b][2]
   std::vector<double> pair_coef;  // synthesis: one order's pair coefficients [k][b][4]
   std::vector<double> out;     // analysis: [l - c0][k][b][2] results before the scatter
   std::vector<double> x, alpha, state;  // analysis: one order's x by block, x^2 (AVX-512) or alpha, march state
@@ -335,26 +335,27 @@ template <typename T>
 void to_latitude_chunk(const RecurrencePlan& p, const std::complex<T>* A, std::complex<T>* X, int64_t B, int64_t c0,
                        int64_t c1, ChunkScratch& ws) {
   const int64_t lmax = p.key.lmax, mmax = p.key.mmax, nlat = p.key.nlat, n_even = p.n_even;
-  const int64_t K = c1 - c0, stride = 2 * B, n_pad = n_even + kRows, row_block = B * 4 * n_pad;
-  // The chunk's spectral values: order m's (l - m)-th row of B complex values.
-  std::vector<int64_t> coef_at(static_cast<size_t>(K) + 1, 0);
-  for (int64_t k = 0; k < K; ++k)
-    coef_at[static_cast<size_t>(k) + 1] = coef_at[static_cast<size_t>(k)] + (lmax - c0 - k) * stride;
-  ws.coef.resize(static_cast<size_t>(coef_at.back()));
+  const int64_t K = c1 - c0, n_pad = n_even + kRows, row_block = B * 4 * n_pad;
+  // The chunk's spectral values by degree, then order: [l - c0][m - c0][b][re/im], so that the gather
+  // writes each row of A's orders in one run; order m's degree l - m is then `stride` apart from
+  // its next, starting at coef_of(m).
+  const int64_t stride = K * 2 * B;
+  ws.coef.resize(static_cast<size_t>((lmax - c0) * stride));
+  auto coef_of = [&](int64_t m) { return ws.coef.data() + (m - c0) * (stride + 2 * B); };
   for (int64_t b = 0; b < B; ++b)
     for (int64_t l = c0; l < lmax; ++l) {
       const std::complex<T>* a = A + (b * lmax + l) * mmax;
       if (l + kAhead < lmax) prefetch_orders(a + kAhead * mmax, a + kAhead * mmax, c0, c1, 0);
+      double* c = ws.coef.data() + (l - c0) * stride + 2 * b;
       for (int64_t m = c0; m < std::min(c1, l + 1); ++m) {
-        double* c = ws.coef.data() + coef_at[static_cast<size_t>(m - c0)] + (l - m) * stride + 2 * b;
-        c[0] = static_cast<double>(a[m].real());
-        c[1] = static_cast<double>(a[m].imag());
+        c[2 * B * (m - c0)] = static_cast<double>(a[m].real());
+        c[2 * B * (m - c0) + 1] = static_cast<double>(a[m].imag());
       }
     }
   ws.rows.resize(static_cast<size_t>(K * row_block));  // rows j < first_row[m] are never read
   for (int64_t m = c0; m < c1; ++m) {
     const int64_t js = p.first_row[static_cast<size_t>(m)], np = p.pairs(m);
-    const double* raw = ws.coef.data() + coef_at[static_cast<size_t>(m - c0)];
+    const double* raw = coef_of(m);
     ws.pair_coef.resize(static_cast<size_t>(np * B * 4));
     pair_coefficients(p, m, raw, stride, B, ws.pair_coef.data());
     const double* rec = p.pair_rec_of(m);
