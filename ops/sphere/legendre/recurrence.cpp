@@ -57,19 +57,34 @@ inline Lanes load_lanes(const double* p) {
   return v;
 }
 inline void store_lanes(double* p, const Lanes& v) { __builtin_memcpy(p, &v, sizeof v); }
-// The synthesis of V vectors of rows (8 rows each) for FB fields in the pair form
-// (RecurrencePlan::pair_rec): Y_k marches two degrees per step, and each Y_k adds into the even
-// sums with the coefficient pc[4f + re/im] and into the odd sums with pc[4f + 2 + re/im]; the odd
-// sums are multiplied by x at the end (Pbar_odd = x sigma Y). y0: Y_0 of the rows (0 on padded and
-// scaled-start rows). pc: np pairs of B fields x 4 values, `pstride` apart.
+// The synthesis's vector: a whole register. (With AVX2 a Lanes is two registers, and GCC built
+// the 8-double vectors of this kernel through the stack: twice the plain form's time.)
+#ifdef __AVX512F__
+using SynthVec = Lanes;
+#else
+typedef double SynthVec __attribute__((vector_size(32)));
+#endif
+constexpr int kSynthLanes = static_cast<int>(sizeof(SynthVec) / sizeof(double));
+inline SynthVec load_synth(const double* p) {
+  SynthVec v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store_synth(double* p, const SynthVec& v) { __builtin_memcpy(p, &v, sizeof v); }
+
+// The synthesis of V vectors of rows for FB fields in the pair form (RecurrencePlan::pair_rec):
+// Y_k marches two degrees per step, and each Y_k adds into the even sums with the coefficient
+// pc[4f + re/im] and into the odd sums with pc[4f + 2 + re/im]; the odd sums are multiplied by x
+// at the end (Pbar_odd = x sigma Y). y0: Y_0 of the rows (0 on padded and scaled-start rows).
+// pc: np pairs of B fields x 4 values, `pstride` apart.
 template <int FB, int V>
-inline void synth_pairs(const double* rec, int64_t np, const Lanes* t, const Lanes* x, const Lanes* y0, const double* pc,
-                        int64_t pstride, Lanes (&se)[FB][2][V], Lanes (&so)[FB][2][V]) {
-  Lanes e[FB][2][V], o[FB][2][V], yp[V], yc[V];
-  for (int v = 0; v < V; ++v) yp[v] = Lanes{}, yc[v] = y0[v];
+inline void synth_pairs(const double* rec, int64_t np, const SynthVec* t, const SynthVec* x, const SynthVec* y0,
+                        const double* pc, int64_t pstride, SynthVec (&se)[FB][2][V], SynthVec (&so)[FB][2][V]) {
+  SynthVec e[FB][2][V], o[FB][2][V], yp[V], yc[V];
+  for (int v = 0; v < V; ++v) yp[v] = SynthVec{}, yc[v] = y0[v];
   for (int f = 0; f < FB; ++f)
     for (int i = 0; i < 2; ++i)
-      for (int v = 0; v < V; ++v) e[f][i][v] = Lanes{}, o[f][i][v] = Lanes{};
+      for (int v = 0; v < V; ++v) e[f][i][v] = SynthVec{}, o[f][i][v] = SynthVec{};
   for (int64_t k = 0; k < np; ++k, pc += pstride, rec += 2) {
     for (int f = 0; f < FB; ++f)
       for (int i = 0; i < 2; ++i) {
@@ -78,7 +93,7 @@ inline void synth_pairs(const double* rec, int64_t np, const Lanes* t, const Lan
       }
     const double ra = rec[0], rb = rec[1];  // 0 past the last pair: the step is then unused
     for (int v = 0; v < V; ++v) {
-      const Lanes next = (ra * t[v] + rb) * yc[v] + yp[v];
+      const SynthVec next = (ra * t[v] + rb) * yc[v] + yp[v];
       yp[v] = yc[v];
       yc[v] = next;
     }
@@ -301,14 +316,17 @@ struct ChunkScratch {
   std::vector<double> acc;  // analysis: one order's pair sums G, H (AVX-512) or lane sums (without)
 };
 
-// Vectors of rows per synthesis call: the sums of FB fields (4 FB V vectors), Y_k, Y_{k-1}, x^2 and x
-// must fit the vector registers (32 with AVX-512, 16 otherwise, where a Lanes takes two).
+// Vectors of rows per synthesis call: with AVX-512 the sums of FB fields (4 FB V vectors), Y_k,
+// Y_{k-1}, x^2 and x fit the 32 registers. With AVX2 (16 registers) two fields spill a few sums
+// but still beat one field, whose two-FMA recurrence chain per pair is then too short to hide its
+// latency (legendre-gauss 360, 4 fields, both directions: 0.44 s against 0.52 s for the plain form
+// before; one field per tile took 0.60 s).
 template <int FB>
 constexpr int synth_vecs() {
 #ifdef __AVX512F__
   return FB == 1 ? 4 : 2;
 #else
-  return 1;
+  return 2;
 #endif
 }
 
@@ -361,34 +379,35 @@ void to_latitude_chunk(const RecurrencePlan& p, const std::complex<T>* A, std::c
     const double* rec = p.pair_rec_of(m);
     const double seed_scale = p.pair_seed_scale[static_cast<size_t>(m)];
     double* rows = ws.rows.data() + (m - c0) * row_block;
-    for_field_tiles(B, [&]<int FB>(int64_t b0) {
-      constexpr int V = synth_vecs<FB>();
+    auto tile = [&]<int FB>(int64_t b0) {
+      constexpr int V = synth_vecs<FB>(), kRowsPerCall = V * kSynthLanes;
       for (int64_t r0 = js; r0 < n_even; r0 += kRows) {
         const int64_t nr = std::min<int64_t>(kRows, n_even - r0);
         double xs[kRows], seed[kRows];
         load_block(p, m, r0, nr, xs, seed);
-        for (int part = 0; part < kRows / (V * kLanes); ++part) {
-          Lanes x[V], t[V], y0[V];
+        for (int part = 0; part < kRows / kRowsPerCall; ++part) {
+          SynthVec x[V], t[V], y0[V];
           for (int v = 0; v < V; ++v) {
-            x[v] = load_lanes(xs + (part * V + v) * kLanes);
+            x[v] = load_synth(xs + part * kRowsPerCall + v * kSynthLanes);
             t[v] = x[v] * x[v];
-            y0[v] = load_lanes(seed + (part * V + v) * kLanes) * seed_scale;
+            y0[v] = load_synth(seed + part * kRowsPerCall + v * kSynthLanes) * seed_scale;
           }
-          Lanes se[FB][2][V], so[FB][2][V];
+          SynthVec se[FB][2][V], so[FB][2][V];
           synth_pairs<FB, V>(rec, np, t, x, y0, ws.pair_coef.data() + 4 * b0, 4 * B, se, so);
           // Whole vectors: a block's rows end before n_pad, and padded rows hold 0.
           for (int f = 0; f < FB; ++f) {
-            double* o = rows + (b0 + f) * 4 * n_pad + r0 + part * V * kLanes;
+            double* o = rows + (b0 + f) * 4 * n_pad + r0 + part * kRowsPerCall;
             for (int v = 0; v < V; ++v) {
-              store_lanes(o + v * kLanes, se[f][0][v]);
-              store_lanes(o + n_pad + v * kLanes, se[f][1][v]);
-              store_lanes(o + 2 * n_pad + v * kLanes, so[f][0][v]);
-              store_lanes(o + 3 * n_pad + v * kLanes, so[f][1][v]);
+              store_synth(o + v * kSynthLanes, se[f][0][v]);
+              store_synth(o + n_pad + v * kSynthLanes, se[f][1][v]);
+              store_synth(o + 2 * n_pad + v * kSynthLanes, so[f][0][v]);
+              store_synth(o + 3 * n_pad + v * kSynthLanes, so[f][1][v]);
             }
           }
         }
       }
-    });
+    };
+    for_field_tiles(B, tile);
     // Rows that start scaled: their block lanes held 0; one row at a time from where they resume,
     // in the Q form (RecurrencePlan::alpha, out_factor).
     const double* alpha = p.alpha_of(m);
