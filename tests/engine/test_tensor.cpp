@@ -362,6 +362,33 @@ TEST_CASE("CPU allocator: large blocks are reused and counted only while live") 
   CHECK(gs::memory_stats(gs::Device::cpu()).reserved == gs::memory_stats(gs::Device::cpu()).in_use);
 }
 
+TEST_CASE("CPU allocator: blocks of 4 MiB and more are their own 2 MiB aligned mappings, reused and released") {
+  gs::Allocator& a = gs::allocator_for(gs::DeviceType::cpu);
+  const size_t before = a.bytes_in_use();
+  const size_t n = 5 * 1024 * 1024 + 3;  // an odd size past the threshold
+  auto* p = static_cast<unsigned char*>(a.allocate(n, 0));
+  CHECK(a.bytes_in_use() == before + n);
+#if !defined(__SANITIZE_ADDRESS__)
+  CHECK(reinterpret_cast<uintptr_t>(p) % (2u << 20) == 0);  // a huge page needs an aligned range
+#endif
+  std::memset(p, 7, n);  // every byte is writable, the last included
+  CHECK(p[0] == 7);
+  CHECK(p[n - 1] == 7);
+  a.deallocate(p, n, 0);
+  auto* q = static_cast<unsigned char*>(a.allocate(n, 0));
+#if !defined(__SANITIZE_ADDRESS__)
+  CHECK(q == p);  // cached, not mapped again
+#endif
+  a.deallocate(q, n, 0);
+  gs::empty_cache(gs::Device::cpu());  // unmaps it
+  CHECK(gs::memory_stats(gs::Device::cpu()).reserved == gs::memory_stats(gs::Device::cpu()).in_use);
+  auto* r = static_cast<unsigned char*>(a.allocate(n, 0));  // a fresh mapping works after the release
+  r[n - 1] = 1;
+  CHECK(r[n - 1] == 1);
+  a.deallocate(r, n, 0);
+  CHECK(a.bytes_in_use() == before);
+}
+
 TEST_CASE("device seam: a CUDA tensor without a usable GPU is a clear error; data<T>() refuses device memory") {
   if (gs::cuda::device_count() > 0) {
     gs::Tensor t = gs::zeros({3}, gs::DType::f32, gs::Device::cuda());
