@@ -63,6 +63,12 @@ double march(const RecurrencePlan& p, int64_t m, double x, Scaled d, RecurrenceP
   return best;
 }
 
+// The recurrence's coefficients, Pbar_l = a_l x Pbar_{l-1} - b_l Pbar_{l-2} (functions.cpp's formulas).
+double recurrence_a(double l, double m) { return std::sqrt((2.0 * l - 1.0) * (2.0 * l + 1.0) / ((l - m) * (l + m))); }
+double recurrence_b(double l, double m) {
+  return l - m < 2 ? 0.0 : std::sqrt((l + m - 1.0) * (l - m - 1.0) * (2.0 * l + 1.0) / ((l - m) * (l + m) * (2.0 * l - 3.0)));
+}
+
 // The pair form (RecurrencePlan::pair_rec). With p_l = Pbar_l^m and the recurrence
 // p_l = a_l x p_{l-1} - b_l p_{l-2}, write E_k = p_{m+2k} and x O_k = p_{m+2k+1} (both polynomials
 // in t = x^2 times sin^m). The odd step gives O_k = al_k E_k - be_k O_{k-1} (al_k = a_{m+2k+1},
@@ -80,10 +86,7 @@ double march(const RecurrencePlan& p, int64_t m, double x, Scaled d, RecurrenceP
 // cancellation there: 1e-13 relative at l = 720, within the path's tests.
 void build_pair_form(RecurrencePlan& p) {
   const int64_t lmax = p.key.lmax, mmax = p.key.mmax;
-  auto a = [](double l, double m) { return std::sqrt((2.0 * l - 1.0) * (2.0 * l + 1.0) / ((l - m) * (l + m))); };
-  auto b = [](double l, double m) {
-    return l - m < 2 ? 0.0 : std::sqrt((l + m - 1.0) * (l - m - 1.0) * (2.0 * l + 1.0) / ((l - m) * (l + m) * (2.0 * l - 3.0)));
-  };
+  auto a = recurrence_a, b = recurrence_b;
   p.pair_offset.resize(static_cast<size_t>(mmax));
   p.pair_seed_scale.resize(static_cast<size_t>(mmax));
   size_t total = 0;
@@ -155,10 +158,8 @@ std::shared_ptr<const RecurrencePlan> build_plan(const LegendreTableKey& key) {
     const double md = static_cast<double>(m);
     for (int64_t l = m + 1; l < lmax; ++l) {
       const double ld = static_cast<double>(l);
-      p->ab.push_back(std::sqrt((2.0 * ld - 1.0) * (2.0 * ld + 1.0) / ((ld - md) * (ld + md))));
-      p->ab.push_back(l - m < 2 ? 0.0
-                                : std::sqrt((ld + md - 1.0) * (ld - md - 1.0) * (2.0 * ld + 1.0) /
-                                            ((ld - md) * (ld + md) * (2.0 * ld - 3.0))));
+      p->ab.push_back(recurrence_a(ld, md));
+      p->ab.push_back(recurrence_b(ld, md));
     }
   }
 
