@@ -37,12 +37,18 @@ class InlineDims {
   template <std::input_iterator It>
   InlineDims(It first, It last) { assign(first, last); }
   InlineDims(const std::vector<int64_t>& v) { assign(v.begin(), v.end()); }  // NOLINT: implicit on purpose
-  InlineDims(const InlineDims& o) { assign(o.begin(), o.end()); }
+  // Copies of shapes are on every op's path (a tensor's sizes and strides, a node's metadata): the
+  // inline case copies the whole buffer, a fixed size the compiler does in a few moves, not a
+  // memcpy call of the used part.
+  InlineDims(const InlineDims& o) { copy_from(o); }
   InlineDims(InlineDims&& o) noexcept { take(o); }
   ~InlineDims() { release(); }
 
   InlineDims& operator=(const InlineDims& o) {
-    if (this != &o) assign(o.begin(), o.end());
+    if (this != &o) {
+      release();
+      copy_from(o);
+    }
     return *this;
   }
   InlineDims& operator=(InlineDims&& o) noexcept {
@@ -158,8 +164,12 @@ class InlineDims {
     *this = std::move(t);
   }
 
+  // A loop, not std::equal: that becomes a memcmp call, slower than a few compares for a shape.
   friend bool operator==(const InlineDims& a, const InlineDims& b) {
-    return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+    if (a.size_ != b.size_) return false;
+    for (uint32_t i = 0; i < a.size_; ++i)
+      if (a.data_[i] != b.data_[i]) return false;
+    return true;
   }
   friend std::strong_ordering operator<=>(const InlineDims& a, const InlineDims& b) {
     return std::lexicographical_compare_three_way(a.begin(), a.end(), b.begin(), b.end());
@@ -186,10 +196,19 @@ class InlineDims {
       o.data_ = o.inline_;
       o.capacity_ = kInlineDims;
     } else {
-      std::memcpy(inline_, o.inline_, o.size_ * sizeof(int64_t));
+      std::memcpy(inline_, o.inline_, sizeof(inline_));  // the whole buffer: a fixed-size copy
     }
     size_ = o.size_;
     o.size_ = 0;
+  }
+  // Into an empty object (inline buffer, size 0).
+  void copy_from(const InlineDims& o) {
+    if (o.size_ <= kInlineDims) {
+      std::memcpy(inline_, o.data_, sizeof(inline_));  // o's elements may live on its heap block
+      size_ = o.size_;
+    } else {
+      assign(o.begin(), o.end());
+    }
   }
   size_t checked(size_t i) const {
     if (i >= size_) throw std::out_of_range("InlineDims::at: index out of range");

@@ -4,12 +4,6 @@
 
 namespace gs {
 
-int64_t numel_of(const Shape& s) {
-  int64_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
-}
-
 Shape contiguous_strides(const Shape& s) {
   Shape st(s.size());
   int64_t acc = 1;
@@ -31,6 +25,7 @@ std::string shape_str(const Shape& s) {
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  if (a == b) return a;  // the common case, on every element-wise op's path
   size_t n = std::max(a.size(), b.size());
   Shape out(n);
   for (size_t i = 0; i < n; ++i) {

@@ -13,7 +13,11 @@ namespace gs {
 // of the allocations an op made (engine/BENCHMARKS.md, "The tape chain's profile").
 using Shape = InlineDims;
 
-int64_t numel_of(const Shape& s);
+inline int64_t numel_of(const Shape& s) {  // inline: several calls per recorded op
+  int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
 // Row-major strides (in elements) for a contiguous tensor of this shape.
 Shape contiguous_strides(const Shape& s);
 // "(2, 3, 4)"

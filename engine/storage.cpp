@@ -11,6 +11,8 @@
 #include <sys/mman.h>
 
 #include "engine/cuda_runtime.h"
+#include "engine/object_pool.h"
+#include "engine/thread_blocks.h"
 
 namespace gs {
 namespace {
@@ -24,12 +26,10 @@ namespace {
 //   step, and returning them to the system made every step page-fault its memory in again (6-20%
 //   of an SFNO step). Like PyTorch's caching allocator, this trades resident memory for speed;
 //   bytes_in_use and peak_bytes count only live tensors.
+// Small blocks (<= 4 KiB) go first to a stack of the freeing thread (thread_blocks.h), without a
+// lock; the shared lists take what overflows it and what a thread leaves when it ends.
 // Under AddressSanitizer nothing is cached, so a use after free is still caught.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kCacheBlocks = false;
-#else
-constexpr bool kCacheBlocks = true;
-#endif
+constexpr bool kCacheBlocks = kReuseFreedMemory;
 
 class CpuAllocator final : public Allocator {
  public:
@@ -38,7 +38,10 @@ class CpuAllocator final : public Allocator {
 
   void* allocate(size_t nbytes, int) override {
     const size_t rounded = round_up(nbytes);
-    void* p = kCacheBlocks ? take_cached(rounded) : nullptr;
+    void* p = nullptr;
+    if (kCacheBlocks && rounded <= kMaxThreadClass)
+      if (detail::ThreadBlocks* t = thread_blocks()) p = t->pop(class_index(rounded));
+    if (kCacheBlocks && !p) p = take_cached(rounded);
     if (!p) p = system_allocate(rounded);
     if (!p) {
       release_large_cache();  // the cache may hold what the system lacks; try once more
@@ -56,6 +59,8 @@ class CpuAllocator final : public Allocator {
   void deallocate(void* p, size_t nbytes, int) override {
     in_use_.fetch_sub(nbytes);
     const size_t rounded = round_up(nbytes);
+    if (kCacheBlocks && rounded <= kMaxThreadClass)
+      if (detail::ThreadBlocks* t = thread_blocks(); t && t->push(class_index(rounded), p)) return;
     if (kCacheBlocks) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (rounded <= kMaxClass) {
@@ -79,12 +84,18 @@ class CpuAllocator final : public Allocator {
     s.peak = peak_.load();
     s.reserved = s.in_use + cached_large_bytes_;
     for (size_t c = 0; c < std::size(free_); ++c) s.reserved += free_[c].size() * (kMinClass << c);
+    for (const detail::ThreadBlocks* t : threads_) s.reserved += t->cached_bytes();
     s.reserved_peak = s.reserved;  // not tracked on the CPU (its cache only grows to a bound)
     return s;
   }
   void reset_peak(int) override { peak_.store(in_use_.load()); }
+  // Other threads' stacks stay theirs (only the owner may touch them); they go back when those
+  // threads end.
   void empty_cache(int) override {
     release_large_cache();
+    if (detail::ThreadBlocks* t = kCacheBlocks ? thread_blocks() : nullptr)
+      for (size_t c = 0; c < detail::ThreadBlocks::kClasses; ++c)
+        for (void* p : t->take_all(c)) std::free(p);
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& list : free_) {
       for (void* p : list) std::free(p);
@@ -124,6 +135,46 @@ class CpuAllocator final : public Allocator {
     else munmap(p, mapping_bytes(rounded));
   }
 
+  static constexpr size_t kMaxThreadClass = detail::ThreadBlocks::block_bytes(detail::ThreadBlocks::kClasses - 1);
+
+  // This thread's stack: made on first use and registered (stats() counts it); null once the
+  // thread's exit has handed it back (a tensor freed by a later thread-exit destructor then goes to
+  // the shared lists).
+  detail::ThreadBlocks* thread_blocks() {
+    thread_local detail::ThreadBlocks* blocks = nullptr;
+    thread_local bool ended = false;
+    if (blocks || ended) return blocks;
+    struct Owner {
+      detail::ThreadBlocks*& blocks;
+      bool& ended;
+      ~Owner() {
+        cpu_allocator_hand_back(blocks);
+        blocks = nullptr;
+        ended = true;
+      }
+    };
+    thread_local Owner owner{blocks, ended};
+    blocks = new detail::ThreadBlocks();
+    std::lock_guard<std::mutex> lock(mutex_);
+    threads_.push_back(blocks);
+    return blocks;
+  }
+  static void cpu_allocator_hand_back(detail::ThreadBlocks* t);
+
+ public:
+  // A thread's stack at its end: into the shared lists up to their bound, the rest to the system.
+  void hand_back(detail::ThreadBlocks* t) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    threads_.erase(std::remove(threads_.begin(), threads_.end(), t), threads_.end());
+    for (size_t c = 0; c < detail::ThreadBlocks::kClasses; ++c)
+      for (void* p : t->take_all(c)) {
+        if (free_[c].size() < kMaxCachedPerClass) free_[c].push_back(p);
+        else std::free(p);
+      }
+    delete t;
+  }
+
+ private:
   void* take_cached(size_t rounded) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (rounded <= kMaxClass) {
@@ -164,6 +215,7 @@ class CpuAllocator final : public Allocator {
   std::vector<void*> free_[11];
   std::multimap<size_t, void*> large_;  // rounded size -> block
   size_t cached_large_bytes_ = 0;
+  std::vector<detail::ThreadBlocks*> threads_;  // every live thread's stack
 };
 
 // Never destroyed: tensors held by other statics (op caches) are freed during static destruction,
@@ -172,6 +224,10 @@ class CpuAllocator final : public Allocator {
 CpuAllocator& cpu_allocator() {
   static CpuAllocator* a = new CpuAllocator();
   return *a;
+}
+
+void CpuAllocator::cpu_allocator_hand_back(detail::ThreadBlocks* t) {
+  if (t) cpu_allocator().hand_back(t);
 }
 
 Allocator* g_allocators[2] = {nullptr, nullptr};

@@ -5,6 +5,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/cuda_runtime.h"
+#include "engine/object_pool.h"
 #include "engine/strided_index.h"
 #include "engine/strided_loop.h"
 #include "engine/tensor_cuda.h"
@@ -13,19 +14,9 @@
 namespace gs {
 
 // ---- metadata
-const Shape& Tensor::sizes() const { return impl_->sizes; }
-const Shape& Tensor::strides() const { return impl_->strides; }
 int64_t Tensor::size(int64_t d) const { return impl_->sizes[wrap_dim(d, dim(), "size")]; }
 int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
-int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->sizes.size()); }
-int64_t Tensor::numel() const { return numel_of(impl_->sizes); }
-int64_t Tensor::offset() const { return impl_->offset; }
-DType Tensor::dtype() const { return impl_->dtype; }
-Device Tensor::device() const { return impl_->storage->device(); }
-const Storage& Tensor::storage() const { return impl_->storage; }
-bool Tensor::is_view() const { return impl_->view_base != nullptr; }
 Tensor Tensor::view_base() const { return Tensor(impl_->view_base); }
-uint64_t Tensor::version() const { return impl_->storage->version(); }
 
 bool Tensor::is_contiguous() const {
   if (numel() == 0) return true;  // no element to be out of place (as PyTorch)
@@ -97,7 +88,6 @@ GS_INSTANTIATE(bfloat16)
 #undef GS_INSTANTIATE
 
 // ---- autograd state
-bool Tensor::requires_grad() const { return impl_ && impl_->autograd && impl_->autograd->requires_grad; }
 
 Tensor& Tensor::set_requires_grad(bool r) {
   GS_CHECK(defined(), "set_requires_grad: the tensor is undefined");
@@ -113,14 +103,8 @@ Tensor& Tensor::set_requires_grad(bool r) {
   return *this;
 }
 
-bool Tensor::is_leaf() const { return !impl_->autograd || !impl_->autograd->grad_fn; }
 
-const std::shared_ptr<Node>& Tensor::grad_fn() const {
-  static const std::shared_ptr<Node> none;
-  return impl_->autograd ? impl_->autograd->grad_fn : none;
-}
 
-uint32_t Tensor::output_nr() const { return impl_->autograd ? impl_->autograd->output_nr : 0; }
 
 Tensor Tensor::grad() const { return impl_->autograd ? impl_->autograd->grad : Tensor(); }
 
@@ -173,10 +157,19 @@ Tensor& Tensor::set_name(std::string n) {
 }
 
 // ---- construction
+AutogradMeta* make_autograd_meta() { return ::new (detail::pool_allocate(sizeof(AutogradMeta))) AutogradMeta(); }
+void AutogradMetaDelete::operator()(AutogradMeta* m) const {
+  m->~AutogradMeta();
+  detail::pool_free(m, sizeof(AutogradMeta));
+}
+
 Tensor empty(const Shape& sizes, DType dtype, Device device) {
   for (auto s : sizes) GS_CHECK(s >= 0, "empty: sizes must be non-negative, got {}", shape_str(sizes));
-  auto storage = std::make_shared<StorageImpl>(numel_of(sizes) * dtype_size(dtype), device);
-  return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype));
+  // Both headers from the per-thread pool (engine/object_pool.h): every op output is made here.
+  auto storage = std::allocate_shared<StorageImpl>(PoolAllocator<StorageImpl>(), numel_of(sizes) * dtype_size(dtype),
+                                                   device);
+  return Tensor(std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>(), std::move(storage), sizes,
+                                                 contiguous_strides(sizes), 0, dtype));
 }
 
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype(), t.device()); }

@@ -122,6 +122,13 @@ struct AutogradMeta {
   uint64_t fw_level = 0;
 };
 
+// An AutogradMeta comes from the per-thread object pool (engine/object_pool.h): every output of a
+// recorded op gets one.
+AutogradMeta* make_autograd_meta();
+struct AutogradMetaDelete {
+  void operator()(AutogradMeta* m) const;
+};
+
 class TensorImpl {
  public:
   TensorImpl(Storage s, Shape sizes, Shape strides, int64_t offset, DType dtype)
@@ -132,7 +139,7 @@ class TensorImpl {
   Shape strides;
   int64_t offset = 0;
   DType dtype;
-  std::unique_ptr<AutogradMeta> autograd;  // created on first use
+  std::unique_ptr<AutogradMeta, AutogradMetaDelete> autograd;  // created on first use
   std::shared_ptr<TensorImpl> view_base;   // root tensor this is a view of, if any
   // For views: the storage version when the view was made, whether it was made while autograd was
   // recording, and whether it is a detach() alias (never differentiable). A view whose storage
@@ -143,10 +150,30 @@ class TensorImpl {
   bool detached_alias = false;
 
   AutogradMeta& meta() {
-    if (!autograd) autograd = std::make_unique<AutogradMeta>();
+    if (!autograd) autograd.reset(make_autograd_meta());
     return *autograd;
   }
 };
+
+// The accessors every op calls, several times per op: inline, so that recording an op pays no
+// call for each (the tape's cost per op, engine/NOTES.md).
+inline const Shape& Tensor::sizes() const { return impl_->sizes; }
+inline const Shape& Tensor::strides() const { return impl_->strides; }
+inline int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->sizes.size()); }
+inline int64_t Tensor::offset() const { return impl_->offset; }
+inline int64_t Tensor::numel() const { return numel_of(impl_->sizes); }
+inline DType Tensor::dtype() const { return impl_->dtype; }
+inline Device Tensor::device() const { return impl_->storage->device(); }
+inline const Storage& Tensor::storage() const { return impl_->storage; }
+inline bool Tensor::is_view() const { return impl_->view_base != nullptr; }
+inline uint64_t Tensor::version() const { return impl_->storage->version(); }
+inline bool Tensor::requires_grad() const { return impl_ && impl_->autograd && impl_->autograd->requires_grad; }
+inline bool Tensor::is_leaf() const { return !impl_->autograd || !impl_->autograd->grad_fn; }
+inline const std::shared_ptr<Node>& Tensor::grad_fn() const {
+  static const std::shared_ptr<Node> none;
+  return impl_->autograd ? impl_->autograd->grad_fn : none;
+}
+inline uint32_t Tensor::output_nr() const { return impl_->autograd ? impl_->autograd->output_nr : 0; }
 
 // ---- construction (no autograd): used by factories and op kernels.
 Tensor empty(const Shape& sizes, DType dtype = DType::f32, Device device = Device::cpu());

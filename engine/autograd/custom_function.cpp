@@ -8,8 +8,7 @@ namespace gs {
 std::vector<Tensor> FunctionCtx::saved_tensors() const {
   GS_CHECK(node_, "FunctionCtx::saved_tensors() is only available in backward");
   std::vector<Tensor> out;
-  auto owner = node_->shared_from_this();
-  for (const auto& s : node_->saved) out.push_back(s.unpack(owner));
+  for (const auto& s : node_->saved) out.push_back(s.unpack(*node_));
   return out;
 }
 

@@ -227,7 +227,7 @@ class BackwardPass {
         if (deferred) {
           deferred_.emplace_back(n, std::move(*deferred));
         } else {
-          hand_on(*n, outs);
+          hand_on(*n, std::move(outs));
         }
       }
       for (auto& [node, d] : deferred_)
@@ -251,7 +251,7 @@ class BackwardPass {
   std::vector<Tensor> take_gradients(Node& n) {
     std::vector<Tensor> grads = std::move(n.pass_state.buffer);
     grads.resize(n.output_meta.size());
-    for (uint32_t s = 0; s < grads.size(); ++s) grads[s] = n.run_tensor_hooks(s, grads[s]);
+    for (uint32_t s = 0; s < grads.size(); ++s) grads[s] = n.run_tensor_hooks(s, std::move(grads[s]));
     if (n.pass_state.captured)
       for (auto& [target, slot, idx] : captures_->targets) {
         if (target.get() != &n || !grads[slot].defined()) continue;
@@ -290,23 +290,24 @@ class BackwardPass {
   }
 
   // Sends each gradient n's rule returned along its edge into the consumer's buffer; a consumer
-  // that has all of its gradients becomes ready.
-  void hand_on(Node& n, const std::vector<Tensor>& outs) {
+  // that has all of its gradients becomes ready. The gradients are moved on, not copied.
+  void hand_on(Node& n, std::vector<Tensor> outs) {
     GS_CHECK(outs.empty() || outs.size() == n.next_edges.size(),
              "backward of {} returned {} gradients, expected {} (one per input)", n.describe(), outs.size(),
              n.next_edges.size());
     for (size_t i = 0; i < n.next_edges.size(); ++i) {
       const Edge& e = n.next_edges[i];
       if (!e.valid() || !active(e.fn.get())) continue;
-      if (i < outs.size() && outs[i].defined()) accumulate(*e.fn, e.output_nr, checked_gradient(n, i, outs[i]));
+      if (i < outs.size() && outs[i].defined())
+        accumulate(*e.fn, e.output_nr, checked_gradient(n, i, std::move(outs[i])));
       if (--e.fn->pass_state.dependencies == 0) ready_.push({e.fn.get()});
     }
   }
 
   // The gradient n made for its input i, as it is handed on: validated (and reduced if it was
   // broadcast), checked for NaN/Inf in anomaly mode, guarded when n's rule is once-differentiable.
-  Tensor checked_gradient(const Node& n, size_t i, const Tensor& out) {
-    Tensor g = &n == root_.get() ? out : validate_gradient(n, i, out);
+  Tensor checked_gradient(const Node& n, size_t i, Tensor out) {
+    Tensor g = &n == root_.get() ? std::move(out) : validate_gradient(n, i, std::move(out));
     if (AnomalyMode::check_nan() && has_non_finite(g))
       fail("anomaly mode: backward of {} produced NaN or Inf in the gradient for its input {} ({})", n.describe(),
            i, g.meta_str());
@@ -324,12 +325,12 @@ class BackwardPass {
   }
 
   // Gradients meeting at one slot of `consumer` are summed.
-  void accumulate(Node& consumer, uint32_t output_nr, const Tensor& g) {
+  void accumulate(Node& consumer, uint32_t output_nr, Tensor g) {
     auto& buf = consumer.pass_state.buffer;
     buf.resize(consumer.output_meta.size());
     Tensor& slot = buf[output_nr];
     streams_.before_accumulate(g, slot, consumer);
-    slot = slot.defined() ? gradient_arithmetic().add(slot, g) : g;
+    slot = slot.defined() ? gradient_arithmetic().add(slot, g) : std::move(g);
   }
 
   const std::shared_ptr<Node>& root_;

@@ -76,12 +76,12 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output, SavedRole role) : is_o
   }
 }
 
-void SavedTensor::check_version(uint64_t now, const std::shared_ptr<Node>& owner) const {
+void SavedTensor::check_version(uint64_t now, const Node& owner) const {
   if (now == saved_version_) return;
   fail("one of the tensors needed for gradient computation has been modified by an in-place operation: "
        "{} of {} ({}, {}) was saved at version {} and is now at version {}. Something wrote to it (or to a "
        "view sharing its storage) between forward and backward. {}",
-       role(), owner->describe(), dtype_name(data_.defined() ? data_.dtype() : hooked_->packed_meta.dtype),
+       role(), owner.describe(), dtype_name(data_.defined() ? data_.dtype() : hooked_->packed_meta.dtype),
        shape_str(data_.defined() ? data_.sizes() : hooked_->packed_meta.sizes), saved_version_, now,
        AnomalyMode::enabled()
            ? "Look for in-place writes (add_, copy_, optimizer steps, buffer broadcasts) after that node ran."
@@ -89,7 +89,7 @@ void SavedTensor::check_version(uint64_t now, const std::shared_ptr<Node>& owner
              "in-place writes (add_, copy_, optimizer steps, buffer broadcasts) after it ran.");
 }
 
-Tensor SavedTensor::unpack_hooked(const std::shared_ptr<Node>& owner) const {
+Tensor SavedTensor::unpack_hooked(Node& owner) const {
   // A storage that is gone can no longer be written: only a live one is checked.
   const std::shared_ptr<const Hooked> keep = hooked_;  // alive even if the hook releases this tensor
   const Hooked& h = *keep;
@@ -100,33 +100,33 @@ Tensor SavedTensor::unpack_hooked(const std::shared_ptr<Node>& owner) const {
   } catch (const std::bad_any_cast&) {
     fail("saved-tensor hooks: the unpack hook could not take what the pack hook returned for {} of {} (a "
          "std::any holding another type than the unpack hook casts to); pack and unpack must agree",
-         role(), owner->describe());
+         role(), owner.describe());
   }
   const TensorMeta& packed_meta = h.packed_meta;
   GS_CHECK(u.defined() && u.sizes() == packed_meta.sizes && u.dtype() == packed_meta.dtype &&
                u.device() == packed_meta.device,
            "saved-tensor hooks: the unpack hook returned {} for {} of {}, expected the packed tensor's shape, dtype "
            "and device: {} {} on {}",
-           u.defined() ? u.meta_str() : "an undefined tensor", role(), owner->describe(), dtype_name(packed_meta.dtype),
+           u.defined() ? u.meta_str() : "an undefined tensor", role(), owner.describe(), dtype_name(packed_meta.dtype),
            shape_str(packed_meta.sizes), packed_meta.device.str());
   if (!requires_grad_) return u.detach();
   // The saved tensor's history: the owner for an output, the input's grad_fn or leaf accumulator.
   auto impl = std::make_shared<TensorImpl>(u.storage(), u.sizes(), u.strides(), u.offset(), u.dtype());
   auto& m = impl->meta();
   m.requires_grad = true;
-  m.grad_fn = is_output_ ? owner : history_.fn;
+  m.grad_fn = is_output_ ? owner.shared_from_this() : history_.fn;
   m.output_nr = is_output_ ? output_nr_ : history_.output_nr;
   m.history_version = u.version();
   return Tensor(impl);
 }
 
-Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
+Tensor SavedTensor::unpack(Node& owner) const {
   if (!was_defined_) return Tensor();
   GS_CHECK(!released_,
            "Trying to backward through the graph a second time (or to read saved tensors after they were freed): "
            "{} of {} was released when backward first ran through it. Pass retain_graph=true to the first "
            "backward() or grad() call if you need to run backward through the same graph again.",
-           role(), owner->describe());
+           role(), owner.describe());
   if (hooked_) return unpack_hooked(owner);
   check_version(data_.version(), owner);
   if (!requires_grad_) return data_;
@@ -155,7 +155,7 @@ Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
     m.fw_level = data_.impl()->autograd->fw_level;
   }
   m.requires_grad = true;
-  m.grad_fn = owner;
+  m.grad_fn = owner.shared_from_this();
   m.output_nr = output_nr_;
   m.history_version = saved_version_;
   return Tensor(impl);
@@ -262,7 +262,7 @@ bool Node::remove_retained_grad(const std::shared_ptr<TensorImpl>& t) {
 Tensor BackwardContext::saved(size_t i) const {
   GS_CHECK(i < node_.saved.size(), "internal: {} asked for saved tensor {} of {}", node_.describe(), i,
            node_.saved.size());
-  return node_.saved[i].unpack(node_.shared_from_this());
+  return node_.saved[i].unpack(node_);
 }
 
 // ---- FunctionNode

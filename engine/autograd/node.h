@@ -56,7 +56,9 @@ class SavedTensor {
   SavedTensor() = default;
   SavedTensor(const Tensor& t, bool is_output, SavedRole role);
   // Throws if the graph was released or the tensor was modified in place since it was saved.
-  Tensor unpack(const std::shared_ptr<Node>& owner) const;
+  // `owner` is the node holding this saved tensor (a reference: a shared_ptr to it is made only
+  // where one is needed, a saved output's re-attached history).
+  Tensor unpack(Node& owner) const;
   void release() {
     data_ = Tensor();
     hooked_.reset();
@@ -93,8 +95,8 @@ class SavedTensor {
   // its node) cannot free the state the running unpack reads.
   std::shared_ptr<const Hooked> hooked_;
 
-  Tensor unpack_hooked(const std::shared_ptr<Node>& owner) const;
-  void check_version(uint64_t now, const std::shared_ptr<Node>& owner) const;
+  Tensor unpack_hooked(Node& owner) const;
+  void check_version(uint64_t now, const Node& owner) const;
 };
 
 class Node : public std::enable_shared_from_this<Node> {
@@ -126,11 +128,25 @@ class Node : public std::enable_shared_from_this<Node> {
   // current value (as in PyTorch).
   bool remove_retained_grad(const std::shared_ptr<TensorImpl>& t);
 
-  // Inline for the common one or two inputs and one output (no heap blocks of their own).
+  // The lists are inline for the common one or two inputs and one output (no heap blocks of their
+  // own). next_edges and pass_state come first, side by side: a backward pass's discovery reads a
+  // node's edges and each child's pass state, and on a long tape each node is a cache miss.
   InlineVector<Edge, 2> next_edges;        // one per forward input
+  // Scratch state of the backward pass running through this node (engine.cpp), so the engine
+  // needs no hash maps keyed by node. Valid only while `pass` equals that pass's id.
+  struct PassState {
+    uint64_t pass = 0;
+    int dependencies = 0;
+    int in_degree = 0;
+    bool runs = false;
+    bool captured = false;
+    std::vector<Tensor> buffer;  // gradients arriving for each forward output
+    std::vector<cuda::Stream> producer_streams;  // CUDA streams those gradients were made on
+  } pass_state;
+
   InlineVector<TensorMeta, 2> input_meta;  // one per forward input
   InlineVector<TensorMeta, 1> output_meta; // one per forward output
-  std::vector<SavedTensor> saved;
+  InlineVector<SavedTensor, 2> saved;      // most ops save one or two tensors
   // Set by ops whose backward is not itself differentiable: asking for create_graph through
   // them makes the gradient's own backward throw.
   bool once_differentiable = false;
@@ -145,18 +161,6 @@ class Node : public std::enable_shared_from_this<Node> {
   // The CUDA stream the forward op ran on (set when an output is a CUDA tensor): its backward runs
   // there too, so it is ordered after the forward work it reads.
   std::optional<cuda::Stream> forward_stream;
-
-  // Scratch state of the backward pass running through this node (engine.cpp), so the engine
-  // needs no hash maps keyed by node. Valid only while `pass` equals that pass's id.
-  struct PassState {
-    uint64_t pass = 0;
-    int dependencies = 0;
-    int in_degree = 0;
-    bool runs = false;
-    bool captured = false;
-    std::vector<Tensor> buffer;  // gradients arriving for each forward output
-    std::vector<cuda::Stream> producer_streams;  // CUDA streams those gradients were made on
-  } pass_state;
 
  protected:
   std::string name_;

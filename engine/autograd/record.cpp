@@ -3,6 +3,7 @@
 #include "engine/autograd/forward_ad.h"
 #include "engine/autograd/grad_arith.h"
 #include "engine/autograd/grad_mode.h"
+#include "engine/object_pool.h"
 
 namespace gs {
 
@@ -43,11 +44,10 @@ void refresh_view_history(const Tensor& t) {
   if (old_fn && old_fn->remove_retained_grad(t.impl_ptr())) node->add_retained_grad(0, t.impl_ptr());
 }
 
-template <typename List>
-bool any_requires_grad_after_refresh(const List& inputs) {
+bool any_requires_grad_after_refresh(ArgList<Tensor> inputs) {
   if (!recording_enabled()) return false;
   bool any = false;
-  for (const auto& t : inputs) {
+  for (const Tensor& t : inputs) {
     if (!t.defined()) continue;
     refresh_view_history(t);
     any |= t.requires_grad();
@@ -62,9 +62,9 @@ bool any_requires_grad_after_refresh(const List& inputs) {
 bool should_record(const std::vector<Tensor>& inputs) {
   return any_requires_grad_after_refresh(inputs) || (forward_ad::active() && forward_ad::any_tangent(inputs));
 }
-bool should_record(std::initializer_list<Tensor> inputs) {
-  return any_requires_grad_after_refresh(inputs) ||
-         (forward_ad::active() && forward_ad::any_tangent(std::vector<Tensor>(inputs)));
+bool should_record(std::initializer_list<TensorRef> inputs) {
+  const ArgList<Tensor> list(inputs);
+  return any_requires_grad_after_refresh(list) || (forward_ad::active() && forward_ad::any_tangent(list.vec()));
 }
 
 bool needs_gradient(const Tensor& t) {
@@ -141,7 +141,7 @@ void connect_node_impl(const std::shared_ptr<Node>& node, ArgList<Tensor> inputs
 template <typename T>
 const T& ArgList<T>::at(size_t i) const {
   GS_CHECK(i < size_, "internal: argument {} of a list of {}", i, size_);
-  return data_[i];
+  return (*this)[i];
 }
 template class ArgList<Tensor>;
 template class ArgList<Tensor*>;
@@ -155,7 +155,8 @@ void connect_node(const std::shared_ptr<Node>& node, ArgList<Tensor> inputs, Arg
 
 std::shared_ptr<Node> record_op(std::string name, ArgList<Tensor> inputs, ArgList<Tensor*> outputs,
                                 ArgList<Tensor> saved, ArgList<size_t> saved_outputs, BackwardRule rule) {
-  auto node = std::make_shared<FunctionNode>(std::move(name), std::move(rule));
+  // From the per-thread pool (engine/object_pool.h): a node is made per recorded op.
+  auto node = std::allocate_shared<FunctionNode>(PoolAllocator<FunctionNode>(), std::move(name), std::move(rule));
   connect_node(node, inputs, outputs, saved, saved_outputs);
   return node;
 }

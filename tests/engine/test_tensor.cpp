@@ -3,8 +3,10 @@
 #include <sstream>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "engine/cuda_runtime.h"
+#include "engine/object_pool.h"
 #include "tests/engine/engine_test_util.h"
 
 using namespace gs;
@@ -387,6 +389,67 @@ TEST_CASE("CPU allocator: blocks of 4 MiB and more are their own 2 MiB aligned m
   CHECK(r[n - 1] == 1);
   a.deallocate(r, n, 0);
   CHECK(a.bytes_in_use() == before);
+}
+
+TEST_CASE("CPU allocator: small blocks are reused from the freeing thread's stack, counted, and handed back at its end") {
+  gs::Allocator& a = gs::allocator_for(gs::DeviceType::cpu);
+  const size_t before = a.bytes_in_use();
+  void* p = a.allocate(40, 0);  // the 64-byte class
+  CHECK(reinterpret_cast<uintptr_t>(p) % 64 == 0);
+  a.deallocate(p, 40, 0);
+  CHECK(a.bytes_in_use() == before);
+#if !defined(__SANITIZE_ADDRESS__)
+  CHECK(gs::memory_stats(gs::Device::cpu()).reserved >= before + 64);  // this thread's stack holds it
+  void* q = a.allocate(60, 0);
+  CHECK(q == p);  // the same class, from this thread's stack
+  a.deallocate(q, 60, 0);
+#endif
+  // Blocks made on one thread and freed on another, and a thread that ends holding freed blocks:
+  // every block is still counted exactly while it lives, and the ended thread's blocks are reusable.
+  std::vector<void*> made;
+  for (int i = 0; i < 100; ++i) made.push_back(a.allocate(1000, 0));
+  CHECK(a.bytes_in_use() == before + 100 * 1000);
+  std::thread([&] {
+    for (void* b : made) a.deallocate(b, 1000, 0);
+    void* own = a.allocate(3000, 0);
+    static_cast<char*>(own)[2999] = 1;
+    a.deallocate(own, 3000, 0);
+  }).join();
+  CHECK(a.bytes_in_use() == before);
+  void* again = a.allocate(1000, 0);
+  static_cast<char*>(again)[999] = 2;
+  a.deallocate(again, 1000, 0);
+  CHECK(a.bytes_in_use() == before);
+  gs::empty_cache(gs::Device::cpu());  // this thread's stack and the shared lists
+  CHECK(gs::memory_stats(gs::Device::cpu()).reserved == gs::memory_stats(gs::Device::cpu()).in_use);
+}
+
+TEST_CASE("object pool: a freed object's block is the next one of its size class, on the same thread") {
+  void* p = gs::detail::pool_allocate(200);
+  std::memset(p, 3, 200);
+  gs::detail::pool_free(p, 200);
+  void* q = gs::detail::pool_allocate(250);  // the same 64-byte class (193-256 bytes)
+#if !defined(__SANITIZE_ADDRESS__)
+  CHECK(q == p);
+#endif
+  gs::detail::pool_free(q, 250);
+  // Objects made on one thread and freed on another (a tape built on one thread, released on
+  // another), and objects too large to pool, go back without error.
+  std::vector<void*> made;
+  for (int i = 0; i < 50; ++i) made.push_back(gs::detail::pool_allocate(800));
+  std::thread([&] {
+    for (void* b : made) gs::detail::pool_free(b, 800);
+  }).join();
+  void* big = gs::detail::pool_allocate(5000);
+  static_cast<char*>(big)[4999] = 1;
+  gs::detail::pool_free(big, 5000);
+  // A graph recorded on one thread and run and freed on another.
+  gs::Tensor x = gs::full({4}, 2.0, gs::DType::f64);
+  x.set_requires_grad(true);
+  gs::Tensor y;
+  std::thread([&] { y = gs::sum(gs::mul(x, x)); }).join();
+  std::thread([&] { y.backward(); y = gs::Tensor(); }).join();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{4, 4, 4, 4});
 }
 
 TEST_CASE("device seam: a CUDA tensor without a usable GPU is a clear error; data<T>() refuses device memory") {

@@ -1,0 +1,82 @@
+#include "engine/object_pool.h"
+
+namespace gs::detail {
+namespace {
+
+constexpr bool kPool = kReuseFreedMemory;
+
+// Size classes of 64 bytes up to 1 KiB (a node is about 800 bytes); larger objects are not pooled.
+constexpr size_t kGranule = 64, kClasses = 16, kMaxPooled = kGranule * kClasses;
+// A 10,000-op tape of small ops holds about 13 MB of these objects.
+constexpr size_t kBytesPerThread = size_t{64} << 20;
+
+size_t class_of(size_t bytes) { return (bytes - 1) / kGranule; }
+
+// Free blocks are chained through their first word (an intrusive list: no memory of its own).
+struct Lists {
+  void* head[kClasses] = {};
+  size_t bytes = 0;
+  void* pop(size_t c) {
+    void* p = head[c];
+    if (p) {
+      head[c] = *static_cast<void**>(p);
+      bytes -= (c + 1) * kGranule;
+    }
+    return p;
+  }
+  void push(size_t c, void* p) {
+    *static_cast<void**>(p) = head[c];
+    head[c] = p;
+    bytes += (c + 1) * kGranule;
+  }
+  ~Lists() {
+    for (size_t c = 0; c < kClasses; ++c)
+      while (void* p = pop(c)) ::operator delete(p);
+  }
+};
+
+// This thread's lists; null once its exit has freed them (objects freed later by other exit-time
+// destructors go straight to ::operator delete).
+Lists* thread_lists() {
+  thread_local Lists* lists = nullptr;
+  thread_local bool ended = false;
+  if (lists || ended) return lists;
+  struct Owner {
+    Lists*& lists;
+    bool& ended;
+    ~Owner() {
+      delete lists;
+      lists = nullptr;
+      ended = true;
+    }
+  };
+  thread_local Owner owner{lists, ended};
+  lists = new Lists();
+  return lists;
+}
+
+}  // namespace
+
+void* pool_allocate(size_t bytes) {
+  if (kPool && bytes <= kMaxPooled)
+    if (Lists* l = thread_lists()) {
+      const size_t c = class_of(bytes);
+      if (void* p = l->pop(c)) return p;
+      return ::operator new((c + 1) * kGranule);  // the class's size, so any object of it may reuse it
+    }
+  return ::operator new(bytes <= kMaxPooled ? (class_of(bytes) + 1) * kGranule : bytes);
+}
+
+void pool_free(void* p, size_t bytes) {
+  if (kPool && bytes <= kMaxPooled)
+    if (Lists* l = thread_lists()) {
+      const size_t c = class_of(bytes), size = (c + 1) * kGranule;
+      if (l->bytes + size <= kBytesPerThread) {
+        l->push(c, p);
+        return;
+      }
+    }
+  ::operator delete(p);
+}
+
+}  // namespace gs::detail
