@@ -45,9 +45,12 @@ class InlineDims {
   ~InlineDims() { release(); }
 
   InlineDims& operator=(const InlineDims& o) {
-    if (this != &o) {
+    if (this == &o) return *this;
+    if (o.size_ <= kInlineDims) {  // cannot throw
       release();
       copy_from(o);
+    } else {
+      *this = InlineDims(o);  // allocates first: a failure leaves this object as it was
     }
     return *this;
   }

@@ -1,5 +1,7 @@
 #include "engine/object_pool.h"
 
+#include <new>
+
 namespace gs::detail {
 namespace {
 
@@ -8,9 +10,9 @@ constexpr bool kPool = kReuseFreedMemory;
 // Size classes of 64 bytes up to 1 KiB (a node is about 800 bytes); larger objects are not pooled.
 constexpr size_t kGranule = 64, kClasses = 16, kMaxPooled = kGranule * kClasses;
 // A 10,000-op tape of small ops holds about 14 MB of these objects.
-constexpr size_t kBytesPerThread = size_t{64} << 20;
+constexpr size_t kBytesPerThread = size_t{32} << 20;
 
-size_t class_of(size_t bytes) { return (bytes - 1) / kGranule; }
+size_t class_of(size_t bytes) { return (bytes == 0 ? 0 : bytes - 1) / kGranule; }
 
 // Free blocks are chained through their first word (an intrusive list: no memory of its own).
 struct Lists {
@@ -51,7 +53,8 @@ Lists* thread_lists() {
     }
   };
   thread_local Owner owner{lists, ended};
-  lists = new Lists();
+  // Reached from destructors too (pool_free): out of memory here means no pool, not an exception.
+  lists = new (std::nothrow) Lists();
   return lists;
 }
 
@@ -64,7 +67,8 @@ void* pool_allocate(size_t bytes) {
       if (void* p = l->pop(c)) return p;
       return ::operator new((c + 1) * kGranule);  // the class's size, so any object of it may reuse it
     }
-  return ::operator new(bytes <= kMaxPooled ? (class_of(bytes) + 1) * kGranule : bytes);
+  // Not pooled: the exact size (under ASan, an overflow into a class's slack is then caught).
+  return ::operator new(kPool && bytes <= kMaxPooled ? (class_of(bytes) + 1) * kGranule : bytes);
 }
 
 void pool_free(void* p, size_t bytes) {
@@ -77,6 +81,13 @@ void pool_free(void* p, size_t bytes) {
       }
     }
   ::operator delete(p);
+}
+
+void pool_release() {
+  if (!kPool) return;
+  if (Lists* l = thread_lists())
+    for (size_t c = 0; c < kClasses; ++c)
+      while (void* p = l->pop(c)) ::operator delete(p);
 }
 
 }  // namespace gs::detail

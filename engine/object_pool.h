@@ -2,8 +2,9 @@
 // node, the output's TensorImpl and StorageImpl, its autograd state. A long tape holds tens of
 // thousands of them; malloc's per-thread cache overflows and every pass moved them through its
 // central lists (engine/BENCHMARKS.md, "The tape's cost per op"). Objects go back to the freeing
-// thread's list, up to kBytesPerThread per thread; beyond that, and when the thread ends, to
-// ::operator delete. Under AddressSanitizer nothing is pooled, so a use after free is still caught.
+// thread's list, up to 32 MB per thread; beyond that, and when the thread ends, to
+// ::operator delete; empty_cache(Device::cpu()) frees the calling thread's. Under AddressSanitizer
+// nothing is pooled, so a use after free is still caught.
 //
 //   auto node = std::allocate_shared<FunctionNode>(PoolAllocator<FunctionNode>(), ...);
 #pragma once
@@ -23,6 +24,8 @@ inline constexpr bool kReuseFreedMemory = true;
 namespace detail {
 void* pool_allocate(size_t bytes);
 void pool_free(void* p, size_t bytes);
+// Frees the calling thread's pooled objects (empty_cache(Device::cpu()) calls it).
+void pool_release();
 }  // namespace detail
 
 // A std allocator over the pools (single objects; arrays go to ::operator new).

@@ -5,6 +5,7 @@
 #include <bit>
 #include <map>
 #include <mutex>
+#include <new>
 #include <vector>
 #include <cstdlib>
 #include <cstring>
@@ -96,6 +97,7 @@ class CpuAllocator final : public Allocator {
     if (detail::ThreadBlocks* t = kCacheBlocks ? thread_blocks() : nullptr)
       for (size_t c = 0; c < detail::ThreadBlocks::kClasses; ++c)
         for (void* p : t->take_all(c)) std::free(p);
+    detail::pool_release();  // the calling thread's pooled tensor headers and nodes
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& list : free_) {
       for (void* p : list) std::free(p);
@@ -154,9 +156,17 @@ class CpuAllocator final : public Allocator {
       }
     };
     thread_local Owner owner{blocks, ended};
-    blocks = new detail::ThreadBlocks();
+    // Reached from destructors too (deallocate): out of memory here means no stack, not an exception.
+    auto* made = new (std::nothrow) detail::ThreadBlocks();
+    if (!made) return nullptr;
     std::lock_guard<std::mutex> lock(mutex_);
-    threads_.push_back(blocks);
+    try {
+      threads_.push_back(made);
+    } catch (const std::bad_alloc&) {
+      delete made;
+      return nullptr;
+    }
+    blocks = made;
     return blocks;
   }
   static void cpu_allocator_hand_back(detail::ThreadBlocks* t);

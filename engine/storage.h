@@ -27,7 +27,9 @@ class Allocator {
   virtual void deallocate(void* p, size_t nbytes, int device_index) = 0;
   virtual MemoryStats stats(int device_index) const = 0;
   virtual void reset_peak(int device_index) = 0;
-  // Gives cached free blocks back to the system (the driver).
+  // Gives cached free blocks back to the system (the driver). On the CPU: the shared lists and the
+  // calling thread's stack of small blocks; other threads' stacks (at most 7 MiB each) stay theirs
+  // until those threads end, and stay counted in `reserved`.
   virtual void empty_cache(int device_index) = 0;
   // Work on `stream` also uses the block at `p` (stream-ordered allocators delay its reuse).
   virtual void record_stream(void* /*p*/, int /*device_index*/, uintptr_t /*stream*/) {}

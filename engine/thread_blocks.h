@@ -2,8 +2,10 @@
 // (storage.cpp). The tape allocates and frees a few small blocks per recorded op (outputs,
 // gradients); taking the shared lists' mutex for each was a visible share of an op's cost.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <new>
 #include <vector>
 
 namespace gs::detail {
@@ -31,6 +33,14 @@ class ThreadBlocks {
   bool push(size_t c, void* p) {
     std::vector<void*>& list = free_[c];
     if (list.size() >= capacity(c)) return false;
+    if (list.size() == list.capacity()) {
+      // Called from destructors (a tensor's storage): a failed growth hands the block on instead.
+      try {
+        list.reserve(std::max<size_t>(64, 2 * list.size()));
+      } catch (const std::bad_alloc&) {
+        return false;
+      }
+    }
     list.push_back(p);
     set_cached(cached_bytes() + block_bytes(c));
     return true;

@@ -440,6 +440,8 @@ TEST_CASE("object pool: a freed object's block is the next one of its size class
   std::thread([&] {
     for (void* b : made) gs::detail::pool_free(b, 800);
   }).join();
+  void* none = gs::detail::pool_allocate(0);  // a zero-size request is a block of the first class
+  gs::detail::pool_free(none, 0);
   void* big = gs::detail::pool_allocate(5000);
   static_cast<char*>(big)[4999] = 1;
   gs::detail::pool_free(big, 5000);
