@@ -2,6 +2,8 @@
 
 #include <new>
 
+#include "engine/thread_owned.h"
+
 namespace gs::detail {
 namespace {
 
@@ -37,26 +39,13 @@ struct Lists {
   }
 };
 
+// Out of memory here means no pool, not an exception: pool_free is reached from destructors.
+Lists* make_lists() { return new (std::nothrow) Lists(); }
+void delete_lists(Lists* l) { delete l; }
+
 // This thread's lists; null once its exit has freed them (objects freed later by other exit-time
 // destructors go straight to ::operator delete).
-Lists* thread_lists() {
-  thread_local Lists* lists = nullptr;
-  thread_local bool ended = false;
-  if (lists || ended) return lists;
-  struct Owner {
-    Lists*& lists;
-    bool& ended;
-    ~Owner() {
-      delete lists;
-      lists = nullptr;
-      ended = true;
-    }
-  };
-  thread_local Owner owner{lists, ended};
-  // Reached from destructors too (pool_free): out of memory here means no pool, not an exception.
-  lists = new (std::nothrow) Lists();
-  return lists;
-}
+Lists* thread_lists() { return thread_owned<Lists, &delete_lists>(&make_lists); }
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 #include "engine/cuda_runtime.h"
 #include "engine/object_pool.h"
 #include "engine/thread_blocks.h"
+#include "engine/thread_owned.h"
 
 namespace gs {
 namespace {
@@ -142,21 +143,11 @@ class CpuAllocator final : public Allocator {
   // This thread's stack: made on first use and registered (stats() counts it); null once the
   // thread's exit has handed it back (a tensor freed by a later thread-exit destructor then goes to
   // the shared lists).
-  detail::ThreadBlocks* thread_blocks() {
-    thread_local detail::ThreadBlocks* blocks = nullptr;
-    thread_local bool ended = false;
-    if (blocks || ended) return blocks;
-    struct Owner {
-      detail::ThreadBlocks*& blocks;
-      bool& ended;
-      ~Owner() {
-        cpu_allocator_hand_back(blocks);
-        blocks = nullptr;
-        ended = true;
-      }
-    };
-    thread_local Owner owner{blocks, ended};
-    // Reached from destructors too (deallocate): out of memory here means no stack, not an exception.
+  static detail::ThreadBlocks* thread_blocks() {
+    return detail::thread_owned<detail::ThreadBlocks, &cpu_allocator_hand_back>(&cpu_allocator_make_blocks);
+  }
+  // Reached from destructors too (deallocate): out of memory here means no stack, not an exception.
+  detail::ThreadBlocks* make_blocks() {
     auto* made = new (std::nothrow) detail::ThreadBlocks();
     if (!made) return nullptr;
     std::lock_guard<std::mutex> lock(mutex_);
@@ -166,9 +157,9 @@ class CpuAllocator final : public Allocator {
       delete made;
       return nullptr;
     }
-    blocks = made;
-    return blocks;
+    return made;
   }
+  static detail::ThreadBlocks* cpu_allocator_make_blocks();
   static void cpu_allocator_hand_back(detail::ThreadBlocks* t);
 
  public:
@@ -236,9 +227,8 @@ CpuAllocator& cpu_allocator() {
   return *a;
 }
 
-void CpuAllocator::cpu_allocator_hand_back(detail::ThreadBlocks* t) {
-  if (t) cpu_allocator().hand_back(t);
-}
+void CpuAllocator::cpu_allocator_hand_back(detail::ThreadBlocks* t) { cpu_allocator().hand_back(t); }
+detail::ThreadBlocks* CpuAllocator::cpu_allocator_make_blocks() { return cpu_allocator().make_blocks(); }
 
 Allocator* g_allocators[2] = {nullptr, nullptr};
 CopyFn g_copies[2] = {nullptr, nullptr};
