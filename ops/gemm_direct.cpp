@@ -34,16 +34,8 @@ using Vec = sphere::simd::Vec<T>;
 template <typename T>
 constexpr int kLanes = sphere::simd::kLanes<T>;
 
-template <typename T>
-inline Vec<T> load(const T* p) {
-  Vec<T> v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-template <typename T>
-inline void store(T* p, const Vec<T>& v) {
-  std::memcpy(p, &v, sizeof v);
-}
+using sphere::simd::load;
+using sphere::simd::store;
 
 // Where the operands are: a's element (i, p) at a[i * a_rs + p * a_cs], b's row p at b + p * b_rs.
 template <typename T>

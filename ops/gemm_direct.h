@@ -1,9 +1,10 @@
-// A real GEMM that reads both operands where they are, without packing them, for products with a
+// Real GEMMs that read both operands where they are, without packing them, for products with a
 // small dimension: the per-point channel mixings of an SFNO (its MLPs, encoder and decoder), where
-// (points x C) meets (C x C') in forward and in the input gradient, and (C x points) meets
-// (points x C') in the weight gradient. Eigen packs the large operand on every such call, which
-// was a quarter of its time in a 128x256 training step (models/BENCHMARKS.md). Internal to ops/:
-// gemm_cpu.cpp calls it for the shapes where gemm_direct_suits() says so.
+// (points x C) meets (C x C') in forward and in the input gradient (gemm_direct), and (C x points)
+// meets (points x C') in the weight gradient (gemm_dots, when the points are contiguous in both).
+// Eigen packs the large operand on every such call, which was a quarter of its time in a 128x256
+// training step (models/BENCHMARKS.md). Internal to ops/: gemm_cpu.cpp calls them for the shapes
+// where gemm_direct_suits() / gemm_dots_suits() say so.
 //
 // Each output element is a sum over the depth in increasing order, from zero (or from c when
 // accumulating), whatever the thread count: the work is split across threads by output tiles only.
@@ -24,5 +25,14 @@ bool gemm_direct_suits(int64_t n, int64_t k, int64_t m, int64_t element_bytes, b
 template <typename T>
 void gemm_direct(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64_t n, int64_t k, int64_t m,
                  bool accumulate);
+
+// Whether gemm_dots is used: a with contiguous rows, b with contiguous columns (every output a dot
+// product read in place), a long depth and a small output (a channels-first weight gradient).
+bool gemm_dots_suits(int64_t n, int64_t k, int64_t m, bool a_row_major, bool b_row_major);
+
+// c = a @ b (or c += a @ b when `accumulate`) for the shapes gemm_dots_suits accepts (gemm_dots.cpp).
+template <typename T>
+void gemm_dots(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64_t n, int64_t k, int64_t m,
+               bool accumulate);
 
 }  // namespace gs::gemm_cpu

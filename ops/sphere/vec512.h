@@ -3,6 +3,7 @@
 // without depending on the auto-vectoriser, and the compiler splits them on narrower hardware.
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 // Without AVX-512 GCC notes that passing or returning a 64-byte vector by value has a different ABI.
@@ -33,5 +34,17 @@ struct IndexOf {
 };
 template <typename T>
 using Index = typename IndexOf<T>::type;
+
+// One register's worth of T from or to memory of any alignment.
+template <typename T>
+inline Vec<T> load(const T* p) {
+  Vec<T> v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <typename T>
+inline void store(T* p, const Vec<T>& v) {
+  std::memcpy(p, &v, sizeof v);
+}
 
 }  // namespace gs::sphere::simd

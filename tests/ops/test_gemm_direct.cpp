@@ -1,6 +1,7 @@
 // The unpacked GEMM (ops/gemm_direct.h) against a naive long-double product: every layout of a and
 // b, accumulation, a strided c, depths longer than one chunk, partial row and column tiles and a
 // column tail past the last whole vector; results independent of the thread count; which shapes take it.
+// The dot-product kernel (gemm_dots, a by rows and b by columns) the same way.
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -29,26 +30,29 @@ std::vector<T> random_values(size_t count, uint32_t seed) {
 }
 
 // Runs one case with a and b stored as asked; returns c (n rows of c_outer = m + 3 values).
+enum class Kernel { direct, dots };
+
 template <typename T>
 std::vector<T> run_case(const Case& cs, bool a_row, bool b_row, bool accumulate, const std::vector<T>& c0,
-                        std::vector<T>* a_out = nullptr, std::vector<T>* b_out = nullptr) {
+                        std::vector<T>* a_out = nullptr, std::vector<T>* b_out = nullptr,
+                        Kernel kernel = Kernel::direct) {
   const int64_t a_outer = (a_row ? cs.k : cs.n) + 2, b_outer = (b_row ? cs.m : cs.k) + 1;
   auto a = random_values<T>(static_cast<size_t>((a_row ? cs.n : cs.k) * a_outer), 11);
   auto b = random_values<T>(static_cast<size_t>((b_row ? cs.k : cs.m) * b_outer), 12);
   std::vector<T> c = c0;
-  gemm_direct<T>(c.data(), cs.m + 3, {a.data(), a_row, a_outer}, {b.data(), b_row, b_outer}, cs.n, cs.k, cs.m,
-                 accumulate);
+  (kernel == Kernel::dots ? gemm_dots<T> : gemm_direct<T>)(c.data(), cs.m + 3, {a.data(), a_row, a_outer},
+                                                           {b.data(), b_row, b_outer}, cs.n, cs.k, cs.m, accumulate);
   if (a_out) *a_out = a;
   if (b_out) *b_out = b;
   return c;
 }
 
 template <typename T>
-void check_against_naive(const Case& cs, bool a_row, bool b_row, bool accumulate) {
+void check_against_naive(const Case& cs, bool a_row, bool b_row, bool accumulate, Kernel kernel = Kernel::direct) {
   const int64_t c_outer = cs.m + 3;
   auto c0 = random_values<T>(static_cast<size_t>(cs.n * c_outer), 13);
   std::vector<T> a, b;
-  auto c = run_case<T>(cs, a_row, b_row, accumulate, c0, &a, &b);
+  auto c = run_case<T>(cs, a_row, b_row, accumulate, c0, &a, &b, kernel);
   const int64_t a_outer = (a_row ? cs.k : cs.n) + 2, b_outer = (b_row ? cs.m : cs.k) + 1;
   const double tol = sizeof(T) == 4 ? 2e-6 : 1e-14;
   int bad = 0;
@@ -68,7 +72,7 @@ void check_against_naive(const Case& cs, bool a_row, bool b_row, bool accumulate
       if (c[i * c_outer + j] != c0[i * c_outer + j]) ++bad;
   }
   CHECK_MESSAGE(bad == 0, "n ", cs.n, " k ", cs.k, " m ", cs.m, " a_row ", a_row, " b_row ", b_row, " accumulate ",
-                accumulate, " elements ", sizeof(T));
+                accumulate, " elements ", sizeof(T), " dots ", kernel == Kernel::dots);
 }
 
 const Case kCases[] = {
@@ -113,4 +117,67 @@ TEST_CASE("gemm_direct: which shapes take it") {
   CHECK_FALSE(gemm_direct_suits(1024, 1024, 1024, 4, true));  // large and square: Eigen's packed kernel
   CHECK_FALSE(gemm_direct_suits(0, 64, 128, 4, true));
   CHECK_FALSE(gemm_direct_suits(8192, 32, 64, 4, true));  // depth 32: Eigen was faster inside a training step
+}
+
+// Depths of one vector and less than one chunk, several chunks with a partial last vector; partial
+// row and column tiles; one output; a 3-row decoder gradient.
+const Case kDotCases[] = {
+    {1, 256, 1}, {4, 512, 6}, {3, 300, 67}, {5, 2049, 7}, {13, 777, 29}, {64, 1000, 128}, {9, 4111, 2}, {2, 9, 3},
+};
+
+TEST_CASE_TEMPLATE("gemm_dots: against a naive product", T, float, double) {
+  for (const Case& cs : kDotCases)
+    for (bool acc : {false, true}) check_against_naive<T>(cs, true, false, acc, Kernel::dots);
+}
+
+TEST_CASE_TEMPLATE("gemm_dots: the same bits at one and two threads", T, float, double) {
+  const int before = omp_get_max_threads();
+  for (const Case& cs : {Case{64, 3570, 128}, Case{3, 5000, 67}}) {
+    auto c0 = random_values<T>(static_cast<size_t>(cs.n * (cs.m + 3)), 6);
+    omp_set_num_threads(1);
+    auto one = run_case<T>(cs, true, false, true, c0, nullptr, nullptr, Kernel::dots);
+    omp_set_num_threads(2);
+    auto two = run_case<T>(cs, true, false, true, c0, nullptr, nullptr, Kernel::dots);
+    CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(T)) == 0);
+  }
+  omp_set_num_threads(before);
+}
+
+TEST_CASE("gemm_dots: which shapes take it") {
+  CHECK(gemm_dots_suits(128, 65536, 64, true, false));  // channels-first weight gradient, g @ x^T
+  CHECK(gemm_dots_suits(3, 65536, 67, true, false));    // a 3-channel decoder's
+  CHECK(gemm_dots_suits(64, 2048, 64, true, false));
+  CHECK_FALSE(gemm_dots_suits(64, 924, 64, true, false));   // a short depth: Eigen was faster
+  CHECK_FALSE(gemm_dots_suits(64, 65536, 64, true, true));  // b by rows: gemm_direct
+  CHECK_FALSE(gemm_dots_suits(64, 65536, 64, false, false));
+  CHECK_FALSE(gemm_dots_suits(512, 65536, 512, true, false));  // a large output: Eigen's packed kernel
+}
+
+// Rows a multiple of 4 KiB apart (fields of 8192 or 65536 points) take the copying path: the same
+// sums as in place, against the naive product, at one and two threads.
+TEST_CASE_TEMPLATE("gemm_dots: rows 4 KiB apart", T, float, double) {
+  const int before = omp_get_max_threads();
+  for (const Case& cs : {Case{13, 3000, 29}, Case{64, 4100, 20}, Case{5, 2500, 70}}) {
+    const int64_t outer = 8192 / static_cast<int64_t>(sizeof(T)) * ((cs.k * static_cast<int64_t>(sizeof(T)) + 8191) / 8192);
+    auto a = random_values<T>(static_cast<size_t>(cs.n * outer), 21);
+    auto b = random_values<T>(static_cast<size_t>(cs.m * outer), 22);
+    auto c0 = random_values<T>(static_cast<size_t>(cs.n * cs.m), 23);
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      std::vector<T> c = c0;
+      gemm_dots<T>(c.data(), cs.m, {a.data(), true, outer}, {b.data(), false, outer}, cs.n, cs.k, cs.m, true);
+      int bad = 0;
+      for (int64_t i = 0; i < cs.n; ++i)
+        for (int64_t j = 0; j < cs.m; ++j) {
+          long double s = c0[i * cs.m + j], scale = std::fabs(static_cast<double>(s));
+          for (int64_t p = 0; p < cs.k; ++p) {
+            s += static_cast<long double>(a[i * outer + p]) * b[j * outer + p];
+            scale += std::fabs(static_cast<double>(a[i * outer + p] * b[j * outer + p]));
+          }
+          if (std::fabs(static_cast<double>(c[i * cs.m + j] - s)) > (sizeof(T) == 4 ? 2e-6 : 1e-14) * (scale + 1)) ++bad;
+        }
+      CHECK_MESSAGE(bad == 0, "n ", cs.n, " k ", cs.k, " m ", cs.m, " threads ", threads);
+    }
+  }
+  omp_set_num_threads(before);
 }

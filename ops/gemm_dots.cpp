@@ -1,0 +1,217 @@
+// The dot-product GEMM of gemm_direct.h: c (n x m) = a (n x k) @ b (k x m) where a has contiguous
+// rows and b contiguous columns, so every output is the dot product of a row of a and a column of
+// b, both read in place. This is a channels-first weight gradient, g (C_out x points) @ x^T
+// (points x C_in): a long depth, a small output. Eigen packed both operands for it (a sixth of a
+// 128x256 training step, models/BENCHMARKS.md).
+//
+// A tile of kRows x kCols outputs keeps one vector of partial sums per output in registers while
+// the depth runs: per step it loads kRows + kCols vectors for kRows * kCols multiply-adds (10 loads
+// for 24 FMAs), so it is bound by the FMA units, not the loads. The depth is cut into chunks of
+// kChunkBytes per row: a column block's kCols rows of b for one chunk stay in L1 while the row
+// tiles pass over them, and both operands come from memory once. Between chunks a tile's partial
+// sums wait in a scratch array of vectors; after the last chunk each is summed across its lanes
+// (a fixed tree) and the result goes to c. The depth's last k % lanes terms join the partial sums
+// as zero-padded vectors.
+// Tiles are split across threads whole, so the sums do not depend on the thread count.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+// The tiles are sized for 512-bit vectors; GCC's tuning for AVX-512 CPUs defaults to 256.
+#pragma GCC target("prefer-vector-width=512")
+#endif
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "ops/gemm_direct.h"
+#include "ops/sphere/vec512.h"
+
+namespace gs::gemm_cpu {
+namespace {
+
+constexpr int kRows = 4;  // rows of a per tile
+constexpr int kCols = 6;  // columns of b per tile: 24 sums + 4 + 1 operand vectors in 29 of 32 registers
+constexpr int64_t kChunkBytes = 2048;
+constexpr int64_t kParallelWork = 64 * 64 * 64;
+constexpr int64_t kTileSums = kRows * kCols;
+
+template <typename T>
+using Vec = sphere::simd::Vec<T>;
+using sphere::simd::load;
+using sphere::simd::store;
+
+template <typename T>
+struct DotGeometry {
+  const T* a;  // a's element (i, p) at a[i * a_rs + p]
+  int64_t a_rs;
+  const T* b;  // b's element (p, j) at b[j * b_cs + p]
+  int64_t b_cs;
+};
+
+// Rows [i0, i0 + R) of a against columns [j0, j0 + C) of b over depth [p0, p1) (whole vectors),
+// then `tail` (< lanes) more terms from p1 on, read into zero-padded vectors; `sums` holds the
+// tile's kTileSums partial-sum vectors (row r, column c at r * kCols + c).
+template <typename T, int R, int C>
+void dot_tile(const DotGeometry<T>& g, int64_t i0, int64_t j0, int64_t p0, int64_t p1, int tail, Vec<T>* sums,
+              bool first) {
+  constexpr int L = sphere::simd::kLanes<T>;
+  Vec<T> acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = first ? Vec<T>{} : sums[r * kCols + c];
+  const T* a = g.a + i0 * g.a_rs;
+  const T* b = g.b + j0 * g.b_cs;
+  for (int64_t p = p0; p < p1; p += L) {
+    Vec<T> av[R];
+    for (int r = 0; r < R; ++r) av[r] = load(a + r * g.a_rs + p);
+    for (int c = 0; c < C; ++c) {
+      Vec<T> bv = load(b + c * g.b_cs + p);
+#if defined(__GNUC__)
+      // One load per column vector: left alone, GCC folds the load into each of the R
+      // multiply-adds, and the kernel was bound by the loads (28 per 24 FMAs instead of 10).
+      asm("" : "+v"(bv));
+#endif
+      for (int r = 0; r < R; ++r) acc[r][c] += av[r] * bv;
+    }
+  }
+  if (tail > 0) {
+    T part[L] = {};
+    Vec<T> av[R];
+    for (int r = 0; r < R; ++r) {
+      std::copy_n(a + r * g.a_rs + p1, tail, part);
+      av[r] = load(part);
+    }
+    for (int c = 0; c < C; ++c) {
+      std::copy_n(b + c * g.b_cs + p1, tail, part);
+      const Vec<T> bv = load(part);
+      for (int r = 0; r < R; ++r) acc[r][c] += av[r] * bv;
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) sums[r * kCols + c] = acc[r][c];
+}
+
+template <typename T, int R>
+void dot_tile_cols(const DotGeometry<T>& g, int cols, int64_t i0, int64_t j0, int64_t p0, int64_t p1, int tail,
+                   Vec<T>* sums, bool first) {
+  switch (cols) {
+    case 1: return dot_tile<T, R, 1>(g, i0, j0, p0, p1, tail, sums, first);
+    case 2: return dot_tile<T, R, 2>(g, i0, j0, p0, p1, tail, sums, first);
+    case 3: return dot_tile<T, R, 3>(g, i0, j0, p0, p1, tail, sums, first);
+    case 4: return dot_tile<T, R, 4>(g, i0, j0, p0, p1, tail, sums, first);
+    case 5: return dot_tile<T, R, 5>(g, i0, j0, p0, p1, tail, sums, first);
+    default: return dot_tile<T, R, kCols>(g, i0, j0, p0, p1, tail, sums, first);
+  }
+}
+
+template <typename T>
+void any_dot_tile(const DotGeometry<T>& g, int rows, int cols, int64_t i0, int64_t j0, int64_t p0, int64_t p1,
+                  int tail, Vec<T>* sums, bool first) {
+  switch (rows) {
+    case 1: return dot_tile_cols<T, 1>(g, cols, i0, j0, p0, p1, tail, sums, first);
+    case 2: return dot_tile_cols<T, 2>(g, cols, i0, j0, p0, p1, tail, sums, first);
+    case 3: return dot_tile_cols<T, 3>(g, cols, i0, j0, p0, p1, tail, sums, first);
+    default: return dot_tile_cols<T, kRows>(g, cols, i0, j0, p0, p1, tail, sums, first);
+  }
+}
+
+// The lanes of v summed as a balanced tree (the same order on every call).
+template <typename T>
+T lane_sum(const Vec<T>& v) {
+  constexpr int L = sphere::simd::kLanes<T>;
+  T s[L];
+  store(s, v);
+  for (int w = L / 2; w >= 1; w /= 2)
+    for (int i = 0; i < w; ++i) s[i] += s[i + w];
+  return s[0];
+}
+
+// Whether rows `outer` elements of T apart fall in the same cache set (a multiple of 4 KiB).
+template <typename T>
+bool aliasing_rows(int64_t outer) {
+  return outer * static_cast<int64_t>(sizeof(T)) % 4096 == 0;
+}
+
+}  // namespace
+
+bool gemm_dots_suits(int64_t n, int64_t k, int64_t m, bool a_row_major, bool b_row_major) {
+  // A long depth against a small output; the scratch of partial sums (n * m vectors) stays small.
+  // Below a depth of 2048 the sums across lanes at the end cost too much against the dot products
+  // (at 924, 20% slower than Eigen).
+  return a_row_major && !b_row_major && n >= 1 && m >= 1 && k >= 2048 && n * m <= 256 * 256;
+}
+
+template <typename T>
+void gemm_dots(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64_t n, int64_t k, int64_t m,
+               bool accumulate) {
+  constexpr int L = sphere::simd::kLanes<T>;
+  constexpr int64_t chunk = kChunkBytes / static_cast<int64_t>(sizeof(T));
+  static_assert(chunk % L == 0, "a depth chunk is whole vectors");
+  const int64_t k_vec = k / L * L;
+  const int tail = static_cast<int>(k - k_vec);
+  const int64_t row_blocks = (n + kRows - 1) / kRows, col_blocks = (m + kCols - 1) / kCols;
+  const int64_t tiles = row_blocks * col_blocks;
+  std::vector<Vec<T>> sums(static_cast<size_t>(tiles * kTileSums));
+  const bool parallel = n * k * m >= kParallelWork && omp_get_max_threads() > 1 && !omp_in_parallel();
+#pragma omp parallel if (parallel)
+  {
+    // A contiguous run of tiles per thread, column block by column block: consecutive tiles share
+    // b's columns, which stay in L1 for the chunk.
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t t_begin = tiles * t / threads, t_end = tiles * (t + 1) / threads;
+    auto tile_origin = [&](int64_t index, int64_t& i0, int64_t& j0, int& rows, int& cols) {
+      i0 = index % row_blocks * kRows, j0 = index / row_blocks * kCols;
+      rows = static_cast<int>(std::min<int64_t>(kRows, n - i0));
+      cols = static_cast<int>(std::min<int64_t>(kCols, m - j0));
+    };
+    // The rows of a and the columns of b that this thread's tiles read. Where an operand's rows are
+    // a multiple of 4 KiB apart (fields of 8192 or 65536 points: 64x128, 128x256 grids), a tile's
+    // ten rows share one set of the L1 and L2 caches and evict each other before the next tile
+    // reuses them; such an operand is copied chunk by chunk to rows a chunk and a vector apart.
+    // The copy costs (rows + columns) per chunk against rows x columns multiply-adds; an operand
+    // only one tile reads per chunk (a thin output) is never copied.
+    const int64_t jb0 = t_begin / row_blocks, jb1 = t_end > t_begin ? (t_end - 1) / row_blocks : jb0;
+    const int64_t i_lo = jb0 == jb1 ? t_begin % row_blocks * kRows : 0;
+    const int64_t i_hi = jb0 == jb1 && t_end > t_begin ? std::min(n, ((t_end - 1) % row_blocks + 1) * kRows) : n;
+    const int64_t j_lo = jb0 * kCols, j_hi = std::min(m, (jb1 + 1) * kCols);
+    const bool pack_a = aliasing_rows<T>(a.outer) && jb1 > jb0, pack_b = aliasing_rows<T>(b.outer) && i_hi - i_lo > kRows;
+    constexpr int64_t stride = chunk + L;
+    std::vector<T> a_pack(pack_a ? static_cast<size_t>((i_hi - i_lo) * stride) : 0);
+    std::vector<T> b_pack(pack_b ? static_cast<size_t>((j_hi - j_lo) * stride) : 0);
+    for (int64_t p0 = 0; p0 == 0 || p0 < k_vec; p0 += chunk) {  // once at least: a depth under one vector
+      const int64_t p1 = std::min(k_vec, p0 + chunk), len = p1 - p0 + (p1 == k_vec ? tail : 0);
+      DotGeometry<T> g{a.data + p0, a.outer, b.data + p0, b.outer};
+      if (pack_a) {
+        for (int64_t i = i_lo; i < i_hi; ++i) std::copy_n(a.data + i * a.outer + p0, len, &a_pack[(i - i_lo) * stride]);
+        g.a = a_pack.data() - i_lo * stride, g.a_rs = stride;
+      }
+      if (pack_b) {
+        for (int64_t j = j_lo; j < j_hi; ++j) std::copy_n(b.data + j * b.outer + p0, len, &b_pack[(j - j_lo) * stride]);
+        g.b = b_pack.data() - j_lo * stride, g.b_cs = stride;
+      }
+      for (int64_t index = t_begin; index < t_end; ++index) {
+        int64_t i0, j0;
+        int rows, cols;
+        tile_origin(index, i0, j0, rows, cols);
+        any_dot_tile(g, rows, cols, i0, j0, 0, p1 - p0, p1 == k_vec ? tail : 0,
+                     &sums[static_cast<size_t>(index * kTileSums)], p0 == 0);
+      }
+    }
+    for (int64_t index = t_begin; index < t_end; ++index) {
+      int64_t i0, j0;
+      int rows, cols;
+      tile_origin(index, i0, j0, rows, cols);
+      for (int r = 0; r < rows; ++r)
+        for (int col = 0; col < cols; ++col) {
+          const T s = lane_sum<T>(sums[static_cast<size_t>(index * kTileSums + r * kCols + col)]);
+          T& out = c[(i0 + r) * c_outer + j0 + col];
+          out = accumulate ? out + s : s;
+        }
+    }
+  }
+}
+
+template void gemm_dots<float>(float*, int64_t, const Operand<float>&, const Operand<float>&, int64_t, int64_t,
+                               int64_t, bool);
+template void gemm_dots<double>(double*, int64_t, const Operand<double>&, const Operand<double>&, int64_t, int64_t,
+                                int64_t, bool);
+
+}  // namespace gs::gemm_cpu
