@@ -7,8 +7,9 @@
 // A tile of kRows x kCols outputs keeps one vector of partial sums per output in registers while
 // the depth runs: per step it loads kRows + kCols vectors for kRows * kCols multiply-adds (10 loads
 // for 24 FMAs), so it is bound by the FMA units, not the loads. The depth is cut into chunks of
-// kChunkBytes per row: a column block's kCols rows of b for one chunk stay in L1 while the row
-// tiles pass over them, and both operands come from memory once. Between chunks a tile's partial
+// kChunkBytes per row: a column block's kCols rows of b for one chunk stay in L1 (in L2 where the
+// rows are a multiple of 4 KiB apart and share L1 sets) while the row tiles pass over them, and
+// both operands come from memory once. Between chunks a tile's partial
 // sums wait in a scratch array of vectors; after the last chunk each is summed across its lanes
 // (a fixed tree) and the result goes to c. The depth's last k % lanes terms join the partial sums
 // as zero-padded vectors.
@@ -124,12 +125,6 @@ T lane_sum(const Vec<T>& v) {
   return s[0];
 }
 
-// Whether rows `outer` elements of T apart fall in the same cache set (a multiple of 4 KiB).
-template <typename T>
-bool aliasing_rows(int64_t outer) {
-  return outer * static_cast<int64_t>(sizeof(T)) % 4096 == 0;
-}
-
 }  // namespace
 
 bool gemm_dots_suits(int64_t n, int64_t k, int64_t m, bool a_row_major, bool b_row_major) {
@@ -162,36 +157,17 @@ void gemm_dots(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, 
       rows = static_cast<int>(std::min<int64_t>(kRows, n - i0));
       cols = static_cast<int>(std::min<int64_t>(kCols, m - j0));
     };
-    // The rows of a and the columns of b that this thread's tiles read. Where an operand's rows are
-    // a multiple of 4 KiB apart (fields of 8192 or 65536 points: 64x128, 128x256 grids), a tile's
-    // ten rows share one set of the L1 and L2 caches and evict each other before the next tile
-    // reuses them; such an operand is copied chunk by chunk to rows a chunk and a vector apart.
-    // The copy costs (rows + columns) per chunk against rows x columns multiply-adds; an operand
-    // only one tile reads per chunk (a thin output) is never copied.
-    const int64_t jb0 = t_begin / row_blocks, jb1 = t_end > t_begin ? (t_end - 1) / row_blocks : jb0;
-    const int64_t i_lo = jb0 == jb1 ? t_begin % row_blocks * kRows : 0;
-    const int64_t i_hi = jb0 == jb1 && t_end > t_begin ? std::min(n, ((t_end - 1) % row_blocks + 1) * kRows) : n;
-    const int64_t j_lo = jb0 * kCols, j_hi = std::min(m, (jb1 + 1) * kCols);
-    const bool pack_a = aliasing_rows<T>(a.outer) && jb1 > jb0, pack_b = aliasing_rows<T>(b.outer) && i_hi - i_lo > kRows;
-    constexpr int64_t stride = chunk + L;
-    std::vector<T> a_pack(pack_a ? static_cast<size_t>((i_hi - i_lo) * stride) : 0);
-    std::vector<T> b_pack(pack_b ? static_cast<size_t>((j_hi - j_lo) * stride) : 0);
+    // Read in place. (Copying each chunk of rows that lie a multiple of 4 KiB apart, which share
+    // cache sets, was as fast in training steps at 64x128 and 128x256: the copies cost what the
+    // conflict misses did.)
+    const DotGeometry<T> g{a.data, a.outer, b.data, b.outer};
     for (int64_t p0 = 0; p0 == 0 || p0 < k_vec; p0 += chunk) {  // once at least: a depth under one vector
-      const int64_t p1 = std::min(k_vec, p0 + chunk), len = p1 - p0 + (p1 == k_vec ? tail : 0);
-      DotGeometry<T> g{a.data + p0, a.outer, b.data + p0, b.outer};
-      if (pack_a) {
-        for (int64_t i = i_lo; i < i_hi; ++i) std::copy_n(a.data + i * a.outer + p0, len, &a_pack[(i - i_lo) * stride]);
-        g.a = a_pack.data() - i_lo * stride, g.a_rs = stride;
-      }
-      if (pack_b) {
-        for (int64_t j = j_lo; j < j_hi; ++j) std::copy_n(b.data + j * b.outer + p0, len, &b_pack[(j - j_lo) * stride]);
-        g.b = b_pack.data() - j_lo * stride, g.b_cs = stride;
-      }
+      const int64_t p1 = std::min(k_vec, p0 + chunk);
       for (int64_t index = t_begin; index < t_end; ++index) {
         int64_t i0, j0;
         int rows, cols;
         tile_origin(index, i0, j0, rows, cols);
-        any_dot_tile(g, rows, cols, i0, j0, 0, p1 - p0, p1 == k_vec ? tail : 0,
+        any_dot_tile(g, rows, cols, i0, j0, p0, p1, p1 == k_vec ? tail : 0,
                      &sums[static_cast<size_t>(index * kTileSums)], p0 == 0);
       }
     }

@@ -153,8 +153,8 @@ TEST_CASE("gemm_dots: which shapes take it") {
   CHECK_FALSE(gemm_dots_suits(512, 65536, 512, true, false));  // a large output: Eigen's packed kernel
 }
 
-// Rows a multiple of 4 KiB apart (fields of 8192 or 65536 points) take the copying path: the same
-// sums as in place, against the naive product, at one and two threads.
+// Rows a multiple of 4 KiB apart (fields of 8192 or 65536 points, whose rows share cache sets),
+// against the naive product, at one and two threads.
 TEST_CASE_TEMPLATE("gemm_dots: rows 4 KiB apart", T, float, double) {
   const int before = omp_get_max_threads();
   for (const Case& cs : {Case{13, 3000, 29}, Case{64, 4100, 20}, Case{5, 2500, 70}}) {
