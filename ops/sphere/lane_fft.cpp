@@ -58,8 +58,8 @@ std::vector<int> factor_radices(int64_t h, bool* ok) {
   std::vector<int> radices;
   *ok = true;
   while (h % 4 == 0) radices.push_back(4), h /= 4;
-  for (int p : {2, 3, 5, 7, 11, 13}) {
-    static_assert(kMaxRadix == 13);
+  for (int p : {2, 3, 5, 7, 11, 13, 17, 19, 23}) {
+    static_assert(kMaxRadix == 23);
     while (h % p == 0) radices.push_back(p), h /= p;
   }
   if (h != 1) *ok = false;
@@ -72,10 +72,11 @@ template <typename R>
 std::shared_ptr<const LanePlan<R>> make_plan(int64_t n) {
   auto plan = std::make_shared<LanePlan<R>>();
   plan->n = n;
-  plan->h = n / 2;
+  plan->h = n % 2 == 0 ? n / 2 : n;  // odd n: a complex FFT of the whole row
   bool ok = false;
   const std::vector<int> radices = factor_radices(plan->h, &ok);
-  GS_CHECK(ok && n % 2 == 0, "lane FFT: length {} is not supported (expected even, with n/2 free of primes above {})",
+  GS_CHECK(ok && n >= 2, "lane FFT: length {} is not supported (expected n >= 2 with n/2 (even n) or n (odd n) free "
+                         "of primes above {})",
            n, kMaxRadix);
   int64_t len = plan->h, stride = 1;
   for (int r : radices) {
@@ -95,7 +96,7 @@ std::shared_ptr<const LanePlan<R>> make_plan(int64_t n) {
     len /= r;
     stride *= r;
   }
-  for (int64_t m = 0; m <= plan->h; ++m) {
+  for (int64_t m = 0; m <= plan->h && n % 2 == 0; ++m) {  // the even-length recombination only
     const std::complex<double> w = unit_root(-m, n);
     plan->rec_re.push_back(static_cast<R>(w.real()));
     plan->rec_im.push_back(static_cast<R>(w.imag()));
@@ -194,6 +195,40 @@ void store_lanes(const Lanes<R>* src, int64_t count, R* const (&rows)[kLanes<R>]
   }
 }
 
+// dst[t] = (rows[i][t], 0) over lanes i, for t < count: real rows (odd lengths) into complex lanes.
+template <typename R>
+void load_real_lanes(const R* const (&rows)[kLanes<R>], Lanes<R>* dst, int64_t count) {
+  constexpr int L = kLanes<R>;
+  int64_t t0 = 0;
+  for (; t0 + L <= count; t0 += L) {
+    Vec<R> v[L];
+    for (int i = 0; i < L; ++i) std::memcpy(&v[i], rows[i] + t0, sizeof(v[i]));
+    transpose_block<R>(v);
+    for (int t = 0; t < L; ++t) dst[t0 + t] = {v[t], Vec<R>{}};
+  }
+  for (int64_t t = t0; t < count; ++t) {
+    R* d = reinterpret_cast<R*>(dst + t);
+    for (int i = 0; i < L; ++i) d[i] = rows[i][t], d[L + i] = R(0);
+  }
+}
+
+// rows[i][t] = Re src[t] for lanes i < nr, t < count.
+template <typename R>
+void store_real_lanes(const Lanes<R>* src, int64_t count, R* const (&rows)[kLanes<R>], int64_t nr) {
+  constexpr int L = kLanes<R>;
+  int64_t t0 = 0;
+  for (; t0 + L <= count; t0 += L) {
+    Vec<R> v[L];
+    for (int t = 0; t < L; ++t) v[t] = src[t0 + t].re;
+    transpose_block<R>(v);
+    for (int i = 0; i < nr; ++i) std::memcpy(rows[i] + t0, &v[i], sizeof(v[i]));
+  }
+  for (int64_t t = t0; t < count; ++t) {
+    const R* d = reinterpret_cast<const R*>(src + t);
+    for (int i = 0; i < nr; ++i) rows[i][t] = d[i];
+  }
+}
+
 // Applies one stage from `in` to `out` (arrays of h Lanes). Inverse stages use conjugate twiddles
 // and roots. Radices 2, 3, 4 and 5 have dedicated butterflies; other odd primes a direct DFT.
 template <typename R, bool Inverse>
@@ -252,17 +287,35 @@ void run_stage(const LaneFftStage<R>& st, const Lanes<R>* in, Lanes<R>* out) {
         put(3, b2r + sgn * d2i, b2i - sgn * d2r);
         put(4, b1r + sgn * d1i, b1i - sgn * d1r);
       } else {
-        // Odd prime radix r <= kMaxRadix: y_j = sum_k a_k e^{sgn 2 pi i j k / r}.
-        for (int j = 0; j < r; ++j) {
-          V vr = a[0].re, vi = a[0].im;
-          for (int k = 1; k < r; ++k) {
-            const Lanes<R>& ak = a[k * in_step];
-            const R cr = st.root_re[static_cast<size_t>((j * k) % r)];
-            const R ci = tw_sign * st.root_im[static_cast<size_t>((j * k) % r)];
-            vr += ak.re * cr - ak.im * ci;
-            vi += ak.re * ci + ak.im * cr;
+        // Odd prime radix r <= kMaxRadix: y_j = sum_k a_k e^{sgn 2 pi i j k / r}. Pairing k with
+        // r - k (t_k = a_k + a_{r-k}, u_k = a_k - a_{r-k}, k <= (r-1)/2) and j with r - j:
+        //   y_j, y_{r-j} = a_0 + sum_k cos(2 pi jk/r) t_k  +- sgn i sum_k sin(2 pi jk/r) u_k,
+        // a quarter of the multiplies of the direct sum (the 17 of an 85-point row: 256 per
+        // butterfly, not 1088).
+        constexpr int kHalf = (kMaxRadix - 1) / 2;
+        const int half = (r - 1) / 2;
+        V tr[kHalf], ti[kHalf], ur[kHalf], ui[kHalf];
+        V y0r = a[0].re, y0i = a[0].im;
+        for (int k = 1; k <= half; ++k) {
+          const Lanes<R>& ak = a[k * in_step];
+          const Lanes<R>& bk = a[(r - k) * in_step];
+          tr[k - 1] = ak.re + bk.re, ti[k - 1] = ak.im + bk.im;
+          ur[k - 1] = ak.re - bk.re, ui[k - 1] = ak.im - bk.im;
+          y0r += tr[k - 1], y0i += ti[k - 1];
+        }
+        put(0, y0r, y0i);
+        for (int j = 1; j <= half; ++j) {
+          V cr = a[0].re, ci = a[0].im, sr{}, si{};
+          int t = 0;  // j k mod r
+          for (int k = 1; k <= half; ++k) {
+            t += j;
+            if (t >= r) t -= r;
+            const R c = st.root_re[static_cast<size_t>(t)], sn = -st.root_im[static_cast<size_t>(t)];
+            cr += c * tr[k - 1], ci += c * ti[k - 1];
+            sr += sn * ur[k - 1], si += sn * ui[k - 1];
           }
-          put(j, vr, vi);
+          put(j, cr - sgn * si, ci + sgn * sr);
+          put(r - j, cr + sgn * si, ci - sgn * sr);
         }
       }
     }
@@ -301,6 +354,18 @@ void rfft_group(const LanePlan<R>& plan, const R* x, std::complex<R>* X, int64_t
   // z[k] = x[2k] + i x[2k+1]; lanes past the last row repeat it (their results are dropped).
   const R* in_rows[L];
   for (int i = 0; i < L; ++i) in_rows[i] = x + (r0 + std::min<int64_t>(i, nr - 1)) * n;
+  R* out_rows[L];
+  for (int i = 0; i < L; ++i) out_rows[i] = reinterpret_cast<R*>(X + (r0 + std::min<int64_t>(i, nr - 1)) * M);
+  if (n % 2 != 0) {  // odd n: the row's complex FFT, X[m] = w_m Z[m] (m = 0 is the only edge)
+    load_real_lanes<R>(in_rows, z, n);
+    complex_fft<R, false>(plan, z, g.b.data());
+    for (int64_t m = 0; m < M; ++m) {
+      const R w = m == 0 ? w_edge : w_int;
+      z[m].re *= w, z[m].im *= w;
+    }
+    store_lanes<R>(z, M, out_rows, nr);
+    return;
+  }
   load_lanes<R>(in_rows, z, h);
   complex_fft<R, false>(plan, z, g.b.data());
   // With Zc = conj(Z[h - m]): E = (Z[m] + Zc) / 2, O = -i (Z[m] - Zc) / 2, X[m] = E + e^{-2 pi i m/n} O.
@@ -313,8 +378,6 @@ void rfft_group(const LanePlan<R>& plan, const R* x, std::complex<R>* X, int64_t
     const Vec<R> or_ = zm.im + zc.im, oi = zc.re - zm.re;  // 2O
     spec[m] = {scale * (er + wr * or_ - wi * oi), scale * (ei + wr * oi + wi * or_)};
   }
-  R* out_rows[L];
-  for (int i = 0; i < L; ++i) out_rows[i] = reinterpret_cast<R*>(X + (r0 + std::min<int64_t>(i, nr - 1)) * M);
   store_lanes<R>(spec, M, out_rows, nr);
 }
 
@@ -330,6 +393,23 @@ void irfft_group(const LanePlan<R>& plan, const std::complex<R>* X, R* x, int64_
   const R* in_rows[L];
   for (int i = 0; i < L; ++i) in_rows[i] = reinterpret_cast<const R*>(X + (r0 + std::min<int64_t>(i, nr - 1)) * M);
   load_lanes<R>(in_rows, Y, M);
+  R* out_rows[L];
+  for (int i = 0; i < L; ++i) out_rows[i] = x + (r0 + std::min<int64_t>(i, nr - 1)) * n;
+  if (n % 2 != 0) {  // odd n: x = Re of the complex inverse FFT of Z[m] = w_m X[m], m < M
+    Lanes<R>* z = g.a.data();
+    for (int64_t m = 0; m < n; ++m) {
+      if (m >= M) {
+        z[m].re = z[m].im = Vec<R>{};
+      } else if (m == 0) {
+        z[m] = {Y[0].re * w_edge, Vec<R>{}};
+      } else {
+        z[m] = {Y[m].re * w_int, Y[m].im * w_int};
+      }
+    }
+    complex_fft<R, true>(plan, z, g.b.data());
+    store_real_lanes<R>(z, n, out_rows, nr);
+    return;
+  }
   for (int64_t m = 0; m <= h; ++m) {
     Lanes<R>& y = Y[m];
     if (m >= M) {
@@ -354,17 +434,15 @@ void irfft_group(const LanePlan<R>& plan, const std::complex<R>* X, R* x, int64_
     z[m].im = ei + or_;
   }
   complex_fft<R, true>(plan, z, g.b.data());
-  R* out_rows[L];
-  for (int i = 0; i < L; ++i) out_rows[i] = x + (r0 + std::min<int64_t>(i, nr - 1)) * n;
   store_lanes<R>(z, h, out_rows, nr);
 }
 
 }  // namespace
 
 bool lane_fft_supports(int64_t n) {
-  if (n < 2 || n % 2 != 0) return false;
+  if (n < 2) return false;
   bool ok = false;
-  factor_radices(n / 2, &ok);
+  factor_radices(n % 2 == 0 ? n / 2 : n, &ok);
   return ok;
 }
 

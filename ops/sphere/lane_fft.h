@@ -10,8 +10,11 @@
 //
 // A real row of even length n = 2h is packed as z[k] = x[2k] + i x[2k+1] and transformed with a
 // complex FFT of length h (Stockham, radices 4, 2, 3, 5 and small odd primes); the half-length
-// spectrum is then split into the even- and odd-sample spectra and recombined. Odd n and half
-// lengths with a prime factor above kMaxRadix stay with FFTW.
+// spectrum is then split into the even- and odd-sample spectra and recombined. A row of odd length
+// (an SFNO's internal grid: 256 / 3 = 85 longitudes) goes through a complex FFT of length n with
+// zero imaginary parts: twice the arithmetic of the packed form, still several times faster than
+// FFTW's ESTIMATE plans one row at a time (ops/sphere/NOTES.md). Lengths with a prime factor above
+// kMaxRadix (of n/2 for even n, of n for odd n) stay with FFTW.
 #pragma once
 #include <complex>
 #include <cstdint>
@@ -19,10 +22,11 @@
 
 namespace gs::sphere::detail {
 
-// The largest prime factor of n/2 the lane FFT handles (a direct DFT of that size per stage).
-inline constexpr int64_t kMaxRadix = 13;
+// The largest prime factor the lane FFT handles (a direct DFT of that size per stage).
+inline constexpr int64_t kMaxRadix = 23;
 
-// Whether the lane FFT handles rows of length n: n even and every prime factor of n/2 <= kMaxRadix.
+// Whether the lane FFT handles rows of length n >= 2: every prime factor of n/2 (even n) or of n
+// (odd n) <= kMaxRadix.
 bool lane_fft_supports(int64_t n);
 
 template <typename R>

@@ -97,9 +97,10 @@ std::vector<c128> complexes(const Tensor& t) { return t.to_vector<c128>(); }
 using gs_test::error_of;
 using gs_test::contains;
 
-// Lengths of both kernels: the lane FFT (even, n/2 with factors 2, 3, 4, 5, 7, 11, 13: 2 ... 360) and
-// FFTW (odd n, or n/2 with a larger prime: 1, 3, 5, 15, 34).
-const std::vector<int64_t> kSizes = {1, 2, 3, 4, 5, 8, 12, 14, 15, 34, 64, 90, 286, 360};
+// Lengths of both kernels: the lane FFT (n/2 for even n, n for odd n, with prime factors up to 23:
+// 2 ... 360, and odd 3, 5, 15, 85 = 5 x 17, 161 = 7 x 23) and FFTW (1, or a prime factor above 23:
+// 29, 58).
+const std::vector<int64_t> kSizes = {1, 2, 3, 4, 5, 8, 12, 14, 15, 29, 34, 58, 64, 85, 90, 161, 286, 360};
 
 }  // namespace
 
