@@ -1,8 +1,8 @@
 // The dot-product GEMM of gemm_direct.h: c (n x m) = a (n x k) @ b (k x m) where a has contiguous
 // rows and b contiguous columns, so every output is the dot product of a row of a and a column of
 // b, both read in place. This is a channels-first weight gradient, g (C_out x points) @ x^T
-// (points x C_in): a long depth, a small output. Eigen packed both operands for it (a sixth of a
-// 128x256 training step, models/BENCHMARKS.md).
+// (points x C_in): a long depth, a small output. Eigen packs both operands for it, and for a thin
+// output (a decoder to 3 channels, an encoder from 3) its kernel ran at a tenth of the FMA rate.
 //
 // A tile of kRows x kCols outputs keeps one vector of partial sums per output in registers while
 // the depth runs: per step it loads kRows + kCols vectors for kRows * kCols multiply-adds (10 loads
@@ -128,10 +128,14 @@ T lane_sum(const Vec<T>& v) {
 }  // namespace
 
 bool gemm_dots_suits(int64_t n, int64_t k, int64_t m, bool a_row_major, bool b_row_major) {
-  // A long depth against a small output; the scratch of partial sums (n * m vectors) stays small.
-  // Below a depth of 2048 the sums across lanes at the end cost too much against the dot products
-  // (at 924, 20% slower than Eigen).
-  return a_row_major && !b_row_major && n >= 1 && m >= 1 && k >= 2048 && n * m <= 256 * 256;
+  // A long depth against a thin output: fewer than 32 rows or 8 columns, where Eigen's packed
+  // kernel ran at 5-28 GFLOP/s against this one's 20-73 (a 3-channel decoder's weight gradient,
+  // 3 x 65536 x 67: 5 against 19-29). On balanced outputs (64 x 65536 x 128, 128 x 3570 x 64)
+  // the two were within 15% of each other, either way round, and Eigen keeps them
+  // (ops/BENCHMARKS.md). Below a depth of 2048 the sums across lanes at the end cost too much
+  // against the dot products (at 924, 20% slower than Eigen). The scratch of partial sums (n * m
+  // vectors) stays small.
+  return a_row_major && !b_row_major && n >= 1 && m >= 1 && k >= 2048 && (n < 32 || m < 8) && n * m <= 256 * 256;
 }
 
 template <typename T>

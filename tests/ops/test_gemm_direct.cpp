@@ -144,13 +144,14 @@ TEST_CASE_TEMPLATE("gemm_dots: the same bits at one and two threads", T, float, 
 }
 
 TEST_CASE("gemm_dots: which shapes take it") {
-  CHECK(gemm_dots_suits(128, 65536, 64, true, false));  // channels-first weight gradient, g @ x^T
-  CHECK(gemm_dots_suits(3, 65536, 67, true, false));    // a 3-channel decoder's
-  CHECK(gemm_dots_suits(64, 2048, 64, true, false));
-  CHECK_FALSE(gemm_dots_suits(64, 924, 64, true, false));   // a short depth: Eigen was faster
-  CHECK_FALSE(gemm_dots_suits(64, 65536, 64, true, true));  // b by rows: gemm_direct
-  CHECK_FALSE(gemm_dots_suits(64, 65536, 64, false, false));
-  CHECK_FALSE(gemm_dots_suits(512, 65536, 512, true, false));  // a large output: Eigen's packed kernel
+  CHECK(gemm_dots_suits(3, 65536, 67, true, false));   // a 3-channel decoder's weight gradient, g @ x^T
+  CHECK(gemm_dots_suits(64, 65536, 3, true, false));   // an encoder's from 3 channels
+  CHECK(gemm_dots_suits(16, 2048, 64, true, false));
+  CHECK_FALSE(gemm_dots_suits(128, 65536, 64, true, false));  // balanced: Eigen is as fast
+  CHECK_FALSE(gemm_dots_suits(16, 924, 64, true, false));     // a short depth: Eigen was faster
+  CHECK_FALSE(gemm_dots_suits(3, 65536, 64, true, true));     // b by rows: gemm_direct
+  CHECK_FALSE(gemm_dots_suits(3, 65536, 64, false, false));
+  CHECK_FALSE(gemm_dots_suits(4, 65536, 100000, true, false));  // the scratch would be large
 }
 
 // Rows a multiple of 4 KiB apart (fields of 8192 or 65536 points, whose rows share cache sets),
