@@ -26,6 +26,13 @@ namespace {
 constexpr int kRows = 6;   // output rows per tile
 constexpr int kVecs = 4;   // output vectors per tile row: 6 x 4 sums in 24 of the 32 registers
 constexpr int64_t kDepthChunk = 256;
+// Tiles run panel by panel: kPanel column blocks (8 x 64 floats), all row tiles of the panel, each
+// row tile across its columns. On a channels-first product over a whole field (b and c rows of
+// 65536 points, 256 KB apart), visiting one column block at a time read b and wrote c in 256-byte
+// runs per row, and the product ran at 55 GFLOP/s against 93 on a field that stays in cache;
+// runs of 2 KB per row brought it to 66-70 (128 x 64 x 65536; ops/BENCHMARKS.md). The panel's
+// rows of b (2 KB each) stay in L2 across its row tiles.
+constexpr int64_t kPanel = 8;
 constexpr int64_t kParallelWork = 64 * 64 * 64;  // multiply-adds below which one thread does it all
 constexpr int64_t kSmallOperand = 512 * 512;      // elements of a column-major b worth copying
 
@@ -162,14 +169,16 @@ void gemm_direct(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b
   const int64_t tiles = col_blocks * row_blocks;
 #pragma omp parallel if (parallel)
   {
-    // Each thread takes a contiguous run of tiles, column block by column block, so consecutive
-    // tiles share b's rows; each tile has one owner, so sums do not depend on the thread count.
+    // Each thread takes a contiguous run of tiles, panel by panel, so consecutive tiles share b's
+    // rows; each tile has one owner, so sums do not depend on the thread count.
     const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t t_begin = tiles * t / threads, t_end = tiles * (t + 1) / threads;
     for (int64_t p0 = 0; p0 < k; p0 += kDepthChunk) {
       const int64_t p1 = std::min(k, p0 + kDepthChunk);
       for (int64_t tile_index = t_begin; tile_index < t_end; ++tile_index) {
-        const int64_t jb = tile_index / row_blocks, ib = tile_index % row_blocks;
+        const int64_t per_panel = row_blocks * kPanel, panel = tile_index / per_panel, rem = tile_index % per_panel;
+        const int64_t width = std::min(kPanel, col_blocks - panel * kPanel);  // column blocks in this panel
+        const int64_t ib = rem / width, jb = panel * kPanel + rem % width;
         const int64_t i0 = ib * kRows, j0 = jb * col_width;
         const int rows = static_cast<int>(std::min<int64_t>(kRows, n - i0));
         const int nv = static_cast<int>(std::min<int64_t>(col_width, m_vec - j0) / L);
