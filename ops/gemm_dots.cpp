@@ -65,7 +65,7 @@ void dot_tile(const DotGeometry<T>& g, int64_t i0, int64_t j0, int64_t p0, int64
     for (int r = 0; r < R; ++r) av[r] = load(a + r * g.a_rs + p);
     for (int c = 0; c < C; ++c) {
       Vec<T> bv = load(b + c * g.b_cs + p);
-#if defined(__GNUC__)
+#if defined(__GNUC__) && defined(__AVX512F__)  // "v": one zmm register; without AVX-512 a Vec is two
       // One load per column vector: left alone, GCC folds the load into each of the R
       // multiply-adds, and the kernel was bound by the loads (28 per 24 FMAs instead of 10).
       asm("" : "+v"(bv));
