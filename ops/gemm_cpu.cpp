@@ -57,8 +57,9 @@ void gemm(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64
   if constexpr (is_complex<T>) {
     if (conj_a) return gemm_layouts<T, true>(c, c_outer, a, b, n, k, m, accumulate);
   } else {
-    if (gemm_dots_suits(n, k, m, a.row_major, b.row_major)) return gemm_dots<T>(c, c_outer, a, b, n, k, m, accumulate);
     if (gemm_direct_suits(n, k, m, sizeof(T), b.row_major)) return gemm_direct<T>(c, c_outer, a, b, n, k, m, accumulate);
+    // What gemm_direct leaves: a thin weight gradient Eigen would take.
+    if (gemm_dots_suits(n, k, m, a.row_major, b.row_major)) return gemm_dots<T>(c, c_outer, a, b, n, k, m, accumulate);
   }
   gemm_layouts<T, false>(c, c_outer, a, b, n, k, m, accumulate);
 }

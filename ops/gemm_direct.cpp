@@ -3,9 +3,9 @@
 // per row and loading kVecs vectors of b's row. a is read in place whichever way it is stored (its
 // rows, or its columns); b must have contiguous rows, so a b stored by columns (a transposed
 // weight in an input gradient) is copied once per call, which gemm_direct_suits allows only when b
-// is small. The depth is taken in chunks so that b's rows for one chunk stay in L2 while all the
-// row tiles of a column block use them; a tile's sums go through c between chunks (exactly: a store
-// and a load).
+// is small. Tiles run panel by panel (kPanel column blocks, every row tile of the panel); the depth
+// is taken in chunks so that a panel's rows of b for one chunk stay in L2 while its row tiles use
+// them; a tile's sums go through c between chunks (exactly: a store and a load).
 #if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
 // The tiles are sized for 512-bit vectors; GCC's tuning for AVX-512 CPUs defaults to 256.
 #pragma GCC target("prefer-vector-width=512")
@@ -129,8 +129,8 @@ bool gemm_direct_suits(int64_t n, int64_t k, int64_t m, int64_t element_bytes, b
   // Copying a b stored by columns costs as much as a few output rows: not for a thin output (the
   // weight gradient of a 3-channel decoder, n = 3, was 8 times slower than Eigen's).
   if (!b_row_major && n < 16) return false;
-  // A b stored by columns is copied first: worth it only for a small one. (Dot products over a
-  // long depth, a channels-first weight gradient, reached a third of Eigen's rate: left to Eigen.)
+  // A b stored by columns is copied first: worth it only for a small one. (A larger one, a
+  // channels-first weight gradient, goes to gemm_dots when its output is thin, else to Eigen.)
   if (!b_row_major && k * m > kSmallOperand) return false;
   if (m % lanes != 0 && m < 4 * lanes) return false;  // most of the output would be the scalar tail
   // Small depth (channel mixing forward and input gradient), or a small output (weight gradient):
@@ -169,8 +169,9 @@ void gemm_direct(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b
   const int64_t tiles = col_blocks * row_blocks;
 #pragma omp parallel if (parallel)
   {
-    // Each thread takes a contiguous run of tiles, panel by panel, so consecutive tiles share b's
-    // rows; each tile has one owner, so sums do not depend on the thread count.
+    // Each thread takes a contiguous run of tiles, panel by panel, so consecutive tiles share a's
+    // rows and the panel's rows of b; each tile has one owner, so sums do not depend on the thread
+    // count.
     const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t t_begin = tiles * t / threads, t_end = tiles * (t + 1) / threads;
     for (int64_t p0 = 0; p0 < k; p0 += kDepthChunk) {

@@ -6,8 +6,10 @@
 // training step (models/BENCHMARKS.md). Internal to ops/: gemm_cpu.cpp calls them for the shapes
 // where gemm_direct_suits() / gemm_dots_suits() say so.
 //
-// Each output element is a sum over the depth in increasing order, from zero (or from c when
-// accumulating), whatever the thread count: the work is split across threads by output tiles only.
+// gemm_direct: each output element is a sum over the depth in increasing order, from zero (or from c
+// when accumulating). gemm_dots: per-lane partial sums over the depth, summed across the lanes by a
+// fixed tree, then added to c when accumulating. Both split the work across threads by output
+// tiles only, so neither result depends on the thread count.
 #pragma once
 #include <cstdint>
 

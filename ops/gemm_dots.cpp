@@ -128,8 +128,9 @@ T lane_sum(const Vec<T>& v) {
 }  // namespace
 
 bool gemm_dots_suits(int64_t n, int64_t k, int64_t m, bool a_row_major, bool b_row_major) {
-  // A long depth against a thin output: fewer than 32 rows or 8 columns, where Eigen's packed
-  // kernel ran at 5-28 GFLOP/s against this one's 20-73 (a 3-channel decoder's weight gradient,
+  // Asked after gemm_direct_suits (gemm_cpu.cpp), so what is taken here would otherwise go to
+  // Eigen. A long depth against a thin output: fewer than 32 rows or 8 columns, where Eigen's
+  // packed kernel ran at 5-28 GFLOP/s against this one's 20-73 (a 3-channel decoder's weight gradient,
   // 3 x 65536 x 67: 5 against 19-29). On balanced outputs (64 x 65536 x 128, 128 x 3570 x 64)
   // the two were within 15% of each other, either way round, and Eigen keeps them
   // (ops/BENCHMARKS.md). Below a depth of 2048 the sums across lanes at the end cost too much

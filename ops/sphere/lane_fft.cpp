@@ -1,6 +1,7 @@
-// The lane FFT (lane_fft.h). Layout of a group of L rows: element k of the half-length sequence is
-// 2L reals, the L real parts then the L imaginary parts ([k][re/im][lane]), so every butterfly is
-// a loop over lanes that the compiler turns into whole-register operations.
+// The lane FFT (lane_fft.h). Layout of a group of L rows: element k of the complex sequence (the
+// half-length packed row for even n, the whole row for odd n) is 2L reals, the L real parts then
+// the L imaginary parts ([k][re/im][lane]), so every butterfly is a loop over lanes that the
+// compiler turns into whole-register operations.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
 // The lane count is sized for 512-bit vectors; GCC's tuning for AVX-512 CPUs defaults to 256.
 #pragma GCC target("prefer-vector-width=512")
@@ -31,8 +32,8 @@ struct LaneFftStage {
   std::vector<R> root_re, root_im;  // e^{-2 pi i t / radix}, t < radix (the odd-prime DFT)
 };
 
-// A plan for one (n, R): the stages of the length-h complex FFT and the recombination twiddles
-// e^{-2 pi i m / n} for m <= h.
+// A plan for one (n, R): the stages of the length-h complex FFT (h = n/2 for even n, n for odd n)
+// and, for even n, the recombination twiddles e^{-2 pi i m / n} for m <= h.
 template <typename R>
 struct LanePlan {
   int64_t n = 0, h = 0;
@@ -71,11 +72,12 @@ std::vector<int> factor_radices(int64_t h, bool* ok) {
 template <typename R>
 std::shared_ptr<const LanePlan<R>> make_plan(int64_t n) {
   auto plan = std::make_shared<LanePlan<R>>();
+  GS_CHECK(n >= 2, "lane FFT: expected a length n >= 2, got {}", n);
   plan->n = n;
   plan->h = n % 2 == 0 ? n / 2 : n;  // odd n: a complex FFT of the whole row
   bool ok = false;
   const std::vector<int> radices = factor_radices(plan->h, &ok);
-  GS_CHECK(ok && n >= 2, "lane FFT: length {} is not supported (expected n >= 2 with n/2 (even n) or n (odd n) free "
+  GS_CHECK(ok, "lane FFT: length {} is not supported (expected n >= 2 with n/2 (even n) or n (odd n) free "
                          "of primes above {})",
            n, kMaxRadix);
   int64_t len = plan->h, stride = 1;
@@ -387,8 +389,7 @@ void irfft_group(const LanePlan<R>& plan, const std::complex<R>* X, R* x, int64_
                  R w_edge, R w_int, GroupBuffers<R>& g) {
   constexpr int L = kLanes<R>;
   const int64_t n = plan.n, h = plan.h;
-  // Y[m] (m <= h): w_edge Re X at the edges, w_int / 2 X inside (the Hermitian sum doubles it),
-  // zero from M on. Held in b (h + 1 entries).
+  // The M input modes, in b (h + 1 entries).
   Lanes<R>* Y = g.b.data();
   const R* in_rows[L];
   for (int i = 0; i < L; ++i) in_rows[i] = reinterpret_cast<const R*>(X + (r0 + std::min<int64_t>(i, nr - 1)) * M);
@@ -410,6 +411,8 @@ void irfft_group(const LanePlan<R>& plan, const std::complex<R>* X, R* x, int64_
     store_real_lanes<R>(z, n, out_rows, nr);
     return;
   }
+  // Even n: Y[m] (m <= h): w_edge Re X at the edges, w_int / 2 X inside (the Hermitian sum doubles
+  // it), zero from M on.
   for (int64_t m = 0; m <= h; ++m) {
     Lanes<R>& y = Y[m];
     if (m >= M) {

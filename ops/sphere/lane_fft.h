@@ -45,8 +45,9 @@ class LaneRowFft {
   LaneRowFft& operator=(const LaneRowFft&) = delete;
   LaneRowFft& operator=(LaneRowFft&&) = delete;
 
-  // Rows [0, rows) of x (rows, n) -> X (rows, M), 1 <= M <= n/2 + 1:
-  //   X[m] = w_m sum_k x[k] e^{-2 pi i m k / n},  w_m = w_edge at m = 0 and m = n/2, w_int otherwise.
+  // Rows [0, rows) of x (rows, n) -> X (rows, M), 1 <= M <= n/2 + 1 (integer division):
+  //   X[m] = w_m sum_k x[k] e^{-2 pi i m k / n},  w_m = w_edge at m = 0 and, for even n only, at the
+  //   Nyquist mode m = n/2; w_int otherwise.
   void forward(const R* x, std::complex<R>* X, int64_t rows, int64_t M, double w_edge, double w_int);
   // Rows [0, rows) of X (rows, M) -> x (rows, n), 1 <= M <= n/2 + 1:
   //   x[k] = Re sum_{m<M} w_m X[m] e^{2 pi i m k / n}, the same weights; the imaginary parts of the

@@ -7,8 +7,9 @@
 #include <type_traits>
 
 // Without AVX-512 GCC notes that passing or returning a 64-byte vector by value has a different ABI.
-// Only the internal (anonymous-namespace) kernel helpers of the including files do that, so no
-// interface depends on it; the includers are those kernel files only.
+// Only kernel helpers do that: the includers' anonymous-namespace helpers and the inline load /
+// store below, all compiled with the library's one -march; no interface of the library takes or
+// returns a Vec.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif

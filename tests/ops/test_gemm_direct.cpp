@@ -78,6 +78,7 @@ void check_against_naive(const Case& cs, bool a_row, bool b_row, bool accumulate
 const Case kCases[] = {
     {1, 1, 16},    {7, 5, 16},    {13, 64, 128}, {6, 3, 33},   {50, 300, 48},
     {64, 1000, 64}, {5, 257, 80}, {37, 16, 200}, {12, 128, 64}, {2, 600, 24},
+    {13, 70, 1100}, {7, 300, 1030},  // more than one panel of column blocks, the last one partial
 };
 
 }  // namespace
@@ -91,7 +92,7 @@ TEST_CASE_TEMPLATE("gemm_direct: every layout against a naive product", T, float
 
 TEST_CASE_TEMPLATE("gemm_direct: the same bits at one and two threads", T, float, double) {
   const int before = omp_get_max_threads();
-  for (const Case& cs : {Case{300, 64, 128}, Case{64, 4000, 96}, Case{97, 40, 53}}) {
+  for (const Case& cs : {Case{300, 64, 128}, Case{64, 4000, 96}, Case{97, 40, 53}, Case{20, 64, 1100}}) {
     for (bool a_row : {true, false}) {
       auto c0 = random_values<T>(static_cast<size_t>(cs.n * (cs.m + 3)), 5);
       omp_set_num_threads(1);

@@ -3,11 +3,13 @@
 // parallel path, and error messages.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <numbers>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ops/ops.h"
@@ -98,9 +100,9 @@ using gs_test::error_of;
 using gs_test::contains;
 
 // Lengths of both kernels: the lane FFT (n/2 for even n, n for odd n, with prime factors up to 23:
-// 2 ... 360, and odd 3, 5, 15, 85 = 5 x 17, 161 = 7 x 23) and FFTW (1, or a prime factor above 23:
-// 29, 58).
-const std::vector<int64_t> kSizes = {1, 2, 3, 4, 5, 8, 12, 14, 15, 29, 34, 58, 64, 85, 90, 161, 286, 360};
+// 2 ... 360 with 38 = 2 x 19, and odd 3, 5, 15, 57 = 3 x 19, 85 = 5 x 17, 161 = 7 x 23) and FFTW
+// (1, or a prime factor above 23: 29, 58).
+const std::vector<int64_t> kSizes = {1, 2, 3, 4, 5, 8, 12, 14, 15, 29, 34, 38, 57, 58, 64, 85, 90, 161, 286, 360};
 
 }  // namespace
 
@@ -326,20 +328,28 @@ TEST_CASE("fft: backward nodes are dedicated ops, and f32 gradients stay f32") {
 }
 
 TEST_CASE("fft: many rows run in parallel and agree bitwise with row-by-row transforms") {
-  const int64_t n = 256, rows = 64;  // 16384 elements: above the parallel threshold
-  Tensor x = randn_real({rows, n}, 14);
-  auto all = complexes(rfft_lon(x, 100));
-  Tensor X = randn_complex({rows, 100}, 15);
-  auto xs = reals(irfft_lon(X, n));
-  bool same_fwd = true, same_inv = true;
-  for (int64_t r = 0; r < rows; r += 9) {
-    auto one = complexes(rfft_lon(gs::select(x, 0, r), 100));
-    for (int64_t m = 0; m < 100; ++m) same_fwd = same_fwd && one[m] == all[r * 100 + m];
-    auto inv = reals(irfft_lon(gs::select(X, 0, r), n));
-    for (int64_t k = 0; k < n; ++k) same_inv = same_inv && inv[k] == xs[r * n + k];
+  // Above the parallel threshold (8192 elements), several lane groups and a partial last one; an
+  // even length and an odd one (the whole-row complex FFT).
+  for (auto [n, rows] : {std::pair<int64_t, int64_t>{256, 64}, {85, 101}}) {
+    CAPTURE(n);
+    const int64_t M = std::min<int64_t>(100, n / 2 + 1);
+    Tensor x = randn_real({rows, n}, 14);
+    auto all = complexes(rfft_lon(x, M));
+    Tensor X = randn_complex({rows, M}, 15);
+    auto xs = reals(irfft_lon(X, n));
+    bool same_fwd = true, same_inv = true;
+    for (int64_t r = 0; r < rows; r += 9) {
+      auto one = complexes(rfft_lon(gs::select(x, 0, r), M));
+      for (int64_t m = 0; m < M; ++m) same_fwd = same_fwd && one[m] == all[r * M + m];
+      auto inv = reals(irfft_lon(gs::select(X, 0, r), n));
+      for (int64_t k = 0; k < n; ++k) same_inv = same_inv && inv[k] == xs[r * n + k];
+    }
+    CHECK(same_fwd);
+    CHECK(same_inv);
+    // And against the naive DFT: a full group (lanes past the first) is checked, not only row 0.
+    CHECK(rel_err(all, naive_rfft(reals(x), n, M)) <= 1e-12);
+    CHECK(rel_err(xs, naive_irfft(complexes(X), M, n)) <= 1e-12);
   }
-  CHECK(same_fwd);
-  CHECK(same_inv);
 }
 
 TEST_CASE("fft: first use from several threads at once (the plan cache is locked)") {
