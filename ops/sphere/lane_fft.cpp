@@ -15,6 +15,10 @@
 #include <numbers>
 #include <vector>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "engine/error.h"
 #include "engine/keyed_cache.h"
 #include "ops/sphere/vec512.h"
@@ -163,6 +167,34 @@ inline void transpose_block(Vec<R> (&v)[kLanes<R>]) {
 #endif
 }
 
+// The first `count` (< L) values at p into a vector (the rest zero), and the first `count` lanes of
+// v to p: for the partial block at the end of a row. With AVX-512 one masked load or store (no
+// access past count); elsewhere through a zero-padded copy.
+template <typename R>
+inline Vec<R> load_partial(const R* p, int count) {
+#if defined(__AVX512F__)
+  if constexpr (sizeof(R) == 4) return (Vec<R>)_mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1), p);
+  else return (Vec<R>)_mm512_maskz_loadu_pd(static_cast<__mmask8>((1u << count) - 1), p);
+#else
+  R part[kLanes<R>] = {};
+  std::memcpy(part, p, static_cast<size_t>(count) * sizeof(R));
+  Vec<R> v;
+  std::memcpy(&v, part, sizeof v);
+  return v;
+#endif
+}
+template <typename R>
+inline void store_partial(R* p, const Vec<R>& v, int count) {
+#if defined(__AVX512F__)
+  if constexpr (sizeof(R) == 4) _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << count) - 1), (__m512)v);
+  else _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << count) - 1), (__m512d)v);
+#else
+  R part[kLanes<R>];
+  std::memcpy(part, &v, sizeof v);
+  std::memcpy(p, part, static_cast<size_t>(count) * sizeof(R));
+#endif
+}
+
 // dst[t] = (rows[i][2t], rows[i][2t + 1]) over lanes i, for t < count.
 template <typename R>
 void load_lanes(const R* const (&rows)[kLanes<R>], Lanes<R>* dst, int64_t count) {
@@ -174,9 +206,11 @@ void load_lanes(const R* const (&rows)[kLanes<R>], Lanes<R>* dst, int64_t count)
     transpose_block<R>(v);
     for (int t = 0; t < L / 2; ++t) dst[t0 + t] = {v[2 * t], v[2 * t + 1]};
   }
-  for (int64_t t = t0; t < count; ++t) {
-    R* d = reinterpret_cast<R*>(dst + t);  // scalars, not vector-element inserts
-    for (int i = 0; i < L; ++i) d[i] = rows[i][2 * t], d[L + i] = rows[i][2 * t + 1];
+  if (const int w = static_cast<int>(count - t0); w > 0) {  // the partial last block
+    Vec<R> v[L];
+    for (int i = 0; i < L; ++i) v[i] = load_partial(rows[i] + 2 * t0, 2 * w);
+    transpose_block<R>(v);
+    for (int t = 0; t < w; ++t) dst[t0 + t] = {v[2 * t], v[2 * t + 1]};
   }
 }
 
@@ -191,9 +225,11 @@ void store_lanes(const Lanes<R>* src, int64_t count, R* const (&rows)[kLanes<R>]
     transpose_block<R>(v);
     for (int i = 0; i < nr; ++i) std::memcpy(rows[i] + 2 * t0, &v[i], sizeof(v[i]));
   }
-  for (int64_t t = t0; t < count; ++t) {
-    const R* d = reinterpret_cast<const R*>(src + t);
-    for (int i = 0; i < nr; ++i) rows[i][2 * t] = d[i], rows[i][2 * t + 1] = d[L + i];
+  if (const int w = static_cast<int>(count - t0); w > 0) {
+    Vec<R> v[L] = {};
+    for (int t = 0; t < w; ++t) v[2 * t] = src[t0 + t].re, v[2 * t + 1] = src[t0 + t].im;
+    transpose_block<R>(v);
+    for (int i = 0; i < nr; ++i) store_partial(rows[i] + 2 * t0, v[i], 2 * w);
   }
 }
 
@@ -208,9 +244,11 @@ void load_real_lanes(const R* const (&rows)[kLanes<R>], Lanes<R>* dst, int64_t c
     transpose_block<R>(v);
     for (int t = 0; t < L; ++t) dst[t0 + t] = {v[t], Vec<R>{}};
   }
-  for (int64_t t = t0; t < count; ++t) {
-    R* d = reinterpret_cast<R*>(dst + t);
-    for (int i = 0; i < L; ++i) d[i] = rows[i][t], d[L + i] = R(0);
+  if (const int w = static_cast<int>(count - t0); w > 0) {
+    Vec<R> v[L];
+    for (int i = 0; i < L; ++i) v[i] = load_partial(rows[i] + t0, w);
+    transpose_block<R>(v);
+    for (int t = 0; t < w; ++t) dst[t0 + t] = {v[t], Vec<R>{}};
   }
 }
 
@@ -225,9 +263,11 @@ void store_real_lanes(const Lanes<R>* src, int64_t count, R* const (&rows)[kLane
     transpose_block<R>(v);
     for (int i = 0; i < nr; ++i) std::memcpy(rows[i] + t0, &v[i], sizeof(v[i]));
   }
-  for (int64_t t = t0; t < count; ++t) {
-    const R* d = reinterpret_cast<const R*>(src + t);
-    for (int i = 0; i < nr; ++i) rows[i][t] = d[i];
+  if (const int w = static_cast<int>(count - t0); w > 0) {
+    Vec<R> v[L] = {};
+    for (int t = 0; t < w; ++t) v[t] = src[t0 + t].re;
+    transpose_block<R>(v);
+    for (int i = 0; i < nr; ++i) store_partial(rows[i] + t0, v[i], w);
   }
 }
 
