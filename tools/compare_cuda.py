@@ -4,7 +4,8 @@
 A reference tool for a machine with a GPU (tools/gpu_check.sh runs it there); not part of the build
 or the tests, and it writes nothing into the repository. Needs torch with CUDA and torch-harmonics
 0.9.x importable (gpu_check.sh carries torch-harmonics' Python sources; its compiled extensions are
-not needed: RealSHT, InverseRealSHT and the example SFNO are plain torch).
+not needed: RealSHT, InverseRealSHT and the example SFNO are plain torch; where they do not load,
+see import_torch_harmonics).
 
     python3 tools/compare_cuda.py sht   --gs-csv SHT.csv    # SHT.csv from `bench sht --device cuda --csv`
     python3 tools/compare_cuda.py train --gs-csv TRAIN.csv  # TRAIN.csv from `bench train --device cuda --csv`
@@ -47,6 +48,51 @@ def cuda_median_ms(torch, fn, reps=21):
         b.synchronize()
         ts.append(a.elapsed_time(b))
     return statistics.median(ts)
+
+
+def stand_in(name, why):
+    """A module whose every attribute is a placeholder that raises when used, and whose
+    `*_is_available` answers False."""
+    import types
+
+    module = types.ModuleType(name)
+
+    def attr(attr_name):
+        if attr_name.startswith("__"):
+            raise AttributeError(attr_name)
+        if attr_name.endswith("_is_available"):
+            return lambda *a, **k: False
+
+        def unavailable(*a, **k):
+            raise RuntimeError(f"compare_cuda: {name}.{attr_name} is a stand-in ({why})")
+        return unavailable
+
+    module.__getattr__ = attr
+    return module
+
+
+def import_torch_harmonics():
+    """torch-harmonics 0.9 imports its compiled helpers (attention_helpers, disco_helpers) and its
+    attention and DISCO subpackages at import time, and the attention subpackage cannot import
+    without the compiled kernels. The copies built for the reference venv do not load under another
+    Python or torch (the GPU machine's), and the comparison uses none of them (RealSHT,
+    InverseRealSHT and the example SFNO are plain torch): when the plain import fails, those four
+    modules are replaced by stand-ins that fail loudly if anything in them is used, and it is said."""
+    try:
+        import torch_harmonics
+        return torch_harmonics
+    except ImportError as e:
+        first_error = e
+    replaced = ("attention_helpers", "disco_helpers", "torch_harmonics.attention", "torch_harmonics.disco")
+    for key in list(sys.modules):
+        if key in replaced or key == "torch_harmonics" or key.startswith("torch_harmonics."):
+            del sys.modules[key]
+    why = f"torch-harmonics' compiled kernels did not load: {first_error}"
+    for name in replaced:
+        sys.modules[name] = stand_in(name, why)
+    import torch_harmonics
+    print(f"compare_cuda: {why}; attention and DISCO replaced by stand-ins (not used here)")
+    return torch_harmonics
 
 
 def fmt(v, spec):
@@ -152,7 +198,7 @@ def main():
     args = ap.parse_args()
     try:
         import torch
-        import torch_harmonics as th
+        th = import_torch_harmonics()
     except Exception as e:  # noqa: BLE001
         sys.exit(f"compare_cuda: torch and torch-harmonics are needed ({e})")
     if not torch.cuda.is_available():
