@@ -14,8 +14,9 @@
 //      recurrence.h) when its table is large per field: the measured rule of ops/sphere/NOTES.md,
 //      "On-the-fly path", in use_recurrence below.
 //
-// Both settings are process-wide. The device form is gemm by default until the two are timed
-// against each other on a GPU (tools/gpu_check.sh runs the benchmarks in both);
+// Both settings are process-wide. The device form is gemm by default: on an H200 it trains faster
+// in every case, the kernels form winning only single-field SHTs on large grids (ops/BENCHMARKS.md,
+// "CUDA on an H200");
 // GS_DEVICE_SPHERE=gemm|kernels in the environment sets it at the first read. The CPU Legendre
 // path can be forced (tests compare the paths, benchmarks time each).
 #pragma once
