@@ -14,6 +14,7 @@
 
 #include "ops/ops.h"
 #include "ops/sphere/fft.h"
+#include "ops/sphere/lane_fft.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -281,8 +282,13 @@ TEST_CASE("fft: truncation keeps the first modes, zero-padding adds none, edge i
 }
 
 TEST_CASE("fft: gradcheck and gradgradcheck in f64") {
-  for (int64_t n : {int64_t{5}, int64_t{6}, int64_t{7}, int64_t{8}}) {
-    for (int64_t M : {int64_t{2}, n / 2 + 1}) {
+  // Both engines: the lane FFT (5 to 8) and FFTW (n = 1, and 29 and 58, whose prime factor 29 is
+  // above the lane FFT's largest radix).
+  CHECK(gs::sphere::detail::lane_fft_supports(8));
+  CHECK_FALSE(gs::sphere::detail::lane_fft_supports(29));
+  CHECK_FALSE(gs::sphere::detail::lane_fft_supports(58));
+  for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{6}, int64_t{7}, int64_t{8}, int64_t{29}, int64_t{58}}) {
+    for (int64_t M : {std::min<int64_t>(2, n / 2 + 1), n / 2 + 1}) {
       CAPTURE(n);
       CAPTURE(M);
       Tensor x = randn_real({2, n}, 10).set_requires_grad(true);
