@@ -2,7 +2,8 @@
 # The CUDA checks of the CUDA backend issue as one prepared run for the device tool's GPU machine,
 # which has nvcc, cuBLAS and cuFFT but none of gradsphere's other dependencies and no network.
 #
-#   bash tools/gpu_check.sh pack   here, after `bash tools/setup.sh` built the CUDA build (build/):
+#   bash tools/gpu_check.sh pack   here, after `bash tools/setup.sh` built the CUDA build (build/, or
+#                                  BUILD_DIR as for setup.sh; the GPU host's CPU must run its -march):
 #                                  copies the test and tool executables, libgradsphere.so and every
 #                                  shared library they load except glibc's and CUDA's, stripped,
 #                                  into .gpu/pack.tar.xz (git-ignored; about 30 MB, under the device
@@ -31,7 +32,9 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 pack_dir=.gpu
 stage=/tmp/gs-gpu  # where the pack is assembled here and unpacked there
-bins=(build/tools/gradsphere build/tests/engine/test_engine build/tests/ops/test_ops build/tests/distributed/test_distributed)
+build_dir="${BUILD_DIR:-build}"  # the CUDA build to pack (as tools/setup.sh's BUILD_DIR)
+bins=("$build_dir/tools/gradsphere" "$build_dir/tests/engine/test_engine" "$build_dir/tests/ops/test_ops"
+      "$build_dir/tests/distributed/test_distributed")
 # MPICH's launcher, for the multi-rank GPU checks (the GPU machine has no MPICH of its own).
 launcher=(/usr/bin/mpiexec.hydra /usr/bin/hydra_pmi_proxy)
 
@@ -46,14 +49,14 @@ python_with_torch_harmonics() {
 }
 
 pack() {
-  grep -q "GS_HAVE_CUDA 1" build/gradsphere_config.h 2>/dev/null ||
-    { echo "gpu_check pack: build/ is not a CUDA build (run bash tools/setup.sh with nvcc present)" >&2; exit 1; }
+  grep -q "GS_HAVE_CUDA 1" "$build_dir/gradsphere_config.h" 2>/dev/null ||
+    { echo "gpu_check pack: $build_dir/ is not a CUDA build (run bash tools/setup.sh with nvcc present)" >&2; exit 1; }
   rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib" "$pack_dir"
-  cp build/libgradsphere.so "$stage/lib/"
+  cp "$build_dir/libgradsphere.so" "$stage/lib/"
   for b in "${bins[@]}" "${launcher[@]}"; do cp "$b" "$stage/bin/"; done
   # Every resolved library but glibc's own and CUDA's (the GPU machine's toolkit provides those;
   # NCCL is loaded at run time, from the machine's own copy).
-  ldd "${bins[@]}" "${launcher[@]}" build/libgradsphere.so | awk '/=> \// {print $3}' | sort -u |
+  ldd "${bins[@]}" "${launcher[@]}" "$build_dir/libgradsphere.so" | awk '/=> \// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|librt|libpthread|libresolv|ld-linux-x86-64)\.so|libcuda|libcudart|libcublas|libcufft|libgradsphere' |
     while read -r lib; do cp -L "$lib" "$stage/lib/"; done
   strip --strip-unneeded "$stage"/bin/* "$stage"/lib/* 2>/dev/null || true
@@ -72,8 +75,11 @@ pack() {
   else
     echo "torch-harmonics not found (set GS_REF_PYTHON to a python that imports it): compare_cuda.py will be skipped there"
   fi
-  # The tests read data files under the source root compiled into them (GS_SOURCE_ROOT).
-  echo "$repo_root" > "$pack_dir/source_root"
+  # The tests read data files under the source root compiled into them (GS_SOURCE_ROOT): the build's
+  # own, which differs from this checkout when BUILD_DIR is another clone's build.
+  local built_from
+  built_from="$(grep -o '"source": *"[^"]*"' "$build_dir/meson-info/meson-info.json" | sed 's/.*"\([^"]*\)"$/\1/')"
+  echo "${built_from:-$repo_root}" > "$pack_dir/source_root"
   du -sh "$pack_dir/pack.tar.xz"
 }
 
@@ -89,6 +95,20 @@ run() {
   rm -rf "$stage" && mkdir -p "$stage" && tar -C "$stage" -xJf "$pack_dir/pack.tar.xz" ||
     { echo "gpu_check run: cannot unpack $pack_dir/pack.tar.xz (run pack here and carry .gpu)" >&2; return 1; }
   export LD_LIBRARY_PATH="$stage/lib:$cuda_lib:${LD_LIBRARY_PATH:-}" PATH="$stage/bin:$PATH"
+  # The pack is built with -march=native here (meson option native): on a host CPU without this
+  # machine's instruction sets every step would die of SIGILL. Say so once, before any step.
+  "$stage/bin/gradsphere" --help > /dev/null 2>&1
+  local started=$?
+  if (( started == 132 )); then
+    echo "gpu_check run: the packed gradsphere died of an illegal instruction: this host's CPU lacks an" \
+      "instruction set of the machine that built the pack (-march=native). On that machine:" \
+      "BUILD_DIR=build-portable MESON_ARGS=-Dnative=false bash tools/setup.sh, then" \
+      "BUILD_DIR=build-portable bash tools/gpu_check.sh pack, and rerun." | tee "$results/summary.txt" >&2
+    return 1
+  elif (( started != 0 )); then
+    echo "gpu_check run: the packed gradsphere does not start here (exit $started)" | tee "$results/summary.txt" >&2
+    return 1
+  fi
   # NCCL (loaded at run time): the toolkit's, else the one of the machine's torch (nvidia-nccl-cu13).
   if [[ -z "${GS_NCCL_LIBRARY:-}" ]]; then
     local nccl
