@@ -11,7 +11,9 @@
 #include "ops/gemm_direct.h"
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <complex>
+#include <memory>
 #include <type_traits>
 
 namespace gs::gemm_cpu {
@@ -49,7 +51,56 @@ void gemm_layouts(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& 
 template <typename T>
 constexpr bool is_complex = !std::is_floating_point_v<T>;
 
+// ---- a long depth against a small output, split along the depth
+// A weight gradient (C' x points) @ (points x C) of balanced channels (64 x 32768 x 32, 128 x 65536
+// x 64) left to Eigen scaled badly on two threads: Eigen splits the output, which is small, and
+// synchronises the threads at every depth block (1.0-1.5x of one thread). Cut the depth into fixed
+// chunks instead: each thread multiplies whole chunks on its own (Eigen does not nest inside a
+// parallel region) into a partial product, and the partials are added in chunk order. The chunks
+// depend on k alone, so the result does not depend on the thread count; one thread runs as fast as
+// Eigen on the whole product (ops/BENCHMARKS.md).
+constexpr int64_t kDepthChunk = 4096;
+
+template <typename T>
+Operand<T> depth_slice_a(const Operand<T>& a, int64_t p0) {  // columns p0.. of a (n x k)
+  return {a.data + (a.row_major ? p0 : p0 * a.outer), a.row_major, a.outer};
+}
+template <typename T>
+Operand<T> depth_slice_b(const Operand<T>& b, int64_t p0) {  // rows p0.. of b (k x m)
+  return {b.data + (b.row_major ? p0 * b.outer : p0), b.row_major, b.outer};
+}
+
+template <typename T>
+void gemm_depth_split(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64_t n, int64_t k,
+                      int64_t m, bool accumulate) {
+  const int64_t chunks = (k + kDepthChunk - 1) / kDepthChunk, size = n * m;
+  // Not value-initialised: every element is written by its chunk's product (Eigen's `=`).
+  const std::unique_ptr<T[]> partial(new T[static_cast<size_t>(chunks * size)]);
+#pragma omp parallel for schedule(static)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t p0 = ch * kDepthChunk, len = std::min(kDepthChunk, k - p0);
+    gemm_layouts<T, false>(partial.get() + ch * size, m, depth_slice_a(a, p0), depth_slice_b(b, p0), n, len, m,
+                           false);
+  }
+#pragma omp parallel for schedule(static) if (size >= 4096)
+  for (int64_t i = 0; i < n; ++i) {  // row i of the partials summed into chunk 0's, in chunk order
+    T* sum = partial.get() + i * m;
+    for (int64_t ch = 1; ch < chunks; ++ch) {
+      const T* q = partial.get() + ch * size + i * m;
+#pragma omp simd
+      for (int64_t j = 0; j < m; ++j) sum[j] += q[j];
+    }
+    T* row = c + i * c_outer;
+    if (accumulate)
+      for (int64_t j = 0; j < m; ++j) row[j] += sum[j];
+    else
+      std::copy(sum, sum + m, row);
+  }
+}
+
 }  // namespace
+
+bool gemm_depth_split_suits(int64_t n, int64_t k, int64_t m) { return k >= 2 * kDepthChunk && n * m <= 256 * 256; }
 
 template <typename T>
 void gemm(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64_t n, int64_t k, int64_t m,
@@ -60,6 +111,7 @@ void gemm(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64
     if (gemm_direct_suits(n, k, m, sizeof(T), b.row_major)) return gemm_direct<T>(c, c_outer, a, b, n, k, m, accumulate);
     // What gemm_direct leaves: a thin weight gradient Eigen would take.
     if (gemm_dots_suits(n, k, m, a.row_major, b.row_major)) return gemm_dots<T>(c, c_outer, a, b, n, k, m, accumulate);
+    if (gemm_depth_split_suits(n, k, m)) return gemm_depth_split<T>(c, c_outer, a, b, n, k, m, accumulate);
   }
   gemm_layouts<T, false>(c, c_outer, a, b, n, k, m, accumulate);
 }

@@ -4,7 +4,8 @@
 // meets (points x C') in the weight gradient (gemm_dots, when the points are contiguous in both).
 // Eigen packs the large operand on every such call, which was a quarter of its time in a 128x256
 // training step (models/BENCHMARKS.md). Internal to ops/: gemm_cpu.cpp calls them for the shapes
-// where gemm_direct_suits() / gemm_dots_suits() say so.
+// where gemm_direct_suits() / gemm_dots_suits() say so, and splits the depth of the long products
+// left to Eigen where gemm_depth_split_suits() says so.
 //
 // gemm_direct: each output element is a sum over the depth in increasing order, from zero (or from c
 // when accumulating). gemm_dots: per-lane partial sums over the depth, summed across the lanes by a
@@ -36,5 +37,11 @@ bool gemm_dots_suits(int64_t n, int64_t k, int64_t m, bool a_row_major, bool b_r
 template <typename T>
 void gemm_dots(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64_t n, int64_t k, int64_t m,
                bool accumulate);
+
+// Whether gemm_cpu::gemm splits the depth of a real product that neither kernel above takes (asked
+// after both): a long depth against a small output, a balanced weight gradient. Fixed chunks of the
+// depth go to Eigen, one thread each, and the partial products are added in chunk order
+// (gemm_cpu.cpp), so the result does not depend on the thread count either.
+bool gemm_depth_split_suits(int64_t n, int64_t k, int64_t m);
 
 }  // namespace gs::gemm_cpu

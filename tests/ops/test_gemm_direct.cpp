@@ -1,7 +1,8 @@
 // The unpacked GEMM (ops/gemm_direct.h) against a naive long-double product: every layout of a and
 // b, accumulation, a strided c, depths longer than one chunk, partial row and column tiles and a
 // column tail past the last whole vector; results independent of the thread count; which shapes take it.
-// The dot-product kernel (gemm_dots, a by rows and b by columns) the same way.
+// The dot-product kernel (gemm_dots, a by rows and b by columns) the same way, and the depth split
+// of the long products left to Eigen (through gemm_cpu::gemm).
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -30,7 +31,7 @@ std::vector<T> random_values(size_t count, uint32_t seed) {
 }
 
 // Runs one case with a and b stored as asked; returns c (n rows of c_outer = m + 3 values).
-enum class Kernel { direct, dots };
+enum class Kernel { direct, dots, gemm };  // gemm: the public entry, gemm_cpu::gemm
 
 template <typename T>
 std::vector<T> run_case(const Case& cs, bool a_row, bool b_row, bool accumulate, const std::vector<T>& c0,
@@ -40,8 +41,9 @@ std::vector<T> run_case(const Case& cs, bool a_row, bool b_row, bool accumulate,
   auto a = random_values<T>(static_cast<size_t>((a_row ? cs.n : cs.k) * a_outer), 11);
   auto b = random_values<T>(static_cast<size_t>((b_row ? cs.k : cs.m) * b_outer), 12);
   std::vector<T> c = c0;
-  (kernel == Kernel::dots ? gemm_dots<T> : gemm_direct<T>)(c.data(), cs.m + 3, {a.data(), a_row, a_outer},
-                                                           {b.data(), b_row, b_outer}, cs.n, cs.k, cs.m, accumulate);
+  const Operand<T> oa{a.data(), a_row, a_outer}, ob{b.data(), b_row, b_outer};
+  if (kernel == Kernel::gemm) gemm<T>(c.data(), cs.m + 3, oa, ob, cs.n, cs.k, cs.m, accumulate);
+  else (kernel == Kernel::dots ? gemm_dots<T> : gemm_direct<T>)(c.data(), cs.m + 3, oa, ob, cs.n, cs.k, cs.m, accumulate);
   if (a_out) *a_out = a;
   if (b_out) *b_out = b;
   return c;
@@ -72,7 +74,7 @@ void check_against_naive(const Case& cs, bool a_row, bool b_row, bool accumulate
       if (c[i * c_outer + j] != c0[i * c_outer + j]) ++bad;
   }
   CHECK_MESSAGE(bad == 0, "n ", cs.n, " k ", cs.k, " m ", cs.m, " a_row ", a_row, " b_row ", b_row, " accumulate ",
-                accumulate, " elements ", sizeof(T), " dots ", kernel == Kernel::dots);
+                accumulate, " elements ", sizeof(T), " kernel ", static_cast<int>(kernel));
 }
 
 const Case kCases[] = {
@@ -180,6 +182,42 @@ TEST_CASE_TEMPLATE("gemm_dots: rows 4 KiB apart", T, float, double) {
         }
       CHECK_MESSAGE(bad == 0, "n ", cs.n, " k ", cs.k, " m ", cs.m, " threads ", threads);
     }
+  }
+  omp_set_num_threads(before);
+}
+
+// Products that neither unpacked kernel takes, with a depth of two or more chunks and a partial last
+// chunk, in each layout that reaches the split.
+const Case kSplitCases[] = {{33, 8192 + 100, 9}, {40, 3 * 4096, 20}, {64, 9000, 32}};
+
+TEST_CASE("depth split: which shapes take it") {
+  CHECK(gemm_depth_split_suits(64, 32768, 32));   // 64x128's MLP weight gradient
+  CHECK(gemm_depth_split_suits(128, 65536, 64));  // 128x256's
+  CHECK_FALSE(gemm_depth_split_suits(64, 8191, 32));   // under two chunks: Eigen alone
+  CHECK_FALSE(gemm_depth_split_suits(512, 65536, 512));  // a large output: Eigen splits that well
+  for (const Case& cs : kSplitCases) {
+    CHECK_FALSE(gemm_dots_suits(cs.n, cs.k, cs.m, true, false));
+    CHECK_FALSE(gemm_direct_suits(cs.n, cs.k, cs.m, 4, false));
+    CHECK(gemm_depth_split_suits(cs.n, cs.k, cs.m));
+  }
+}
+
+TEST_CASE_TEMPLATE("depth split: against a naive product", T, float, double) {
+  for (const Case& cs : kSplitCases)
+    for (bool a_row : {true, false})
+      for (bool b_row : {true, false})  // b by rows reaches the split where gemm_direct refuses it
+        for (bool acc : {false, true}) check_against_naive<T>(cs, a_row, b_row, acc, Kernel::gemm);
+}
+
+TEST_CASE_TEMPLATE("depth split: the same bits at one and two threads", T, float, double) {
+  const int before = omp_get_max_threads();
+  for (const Case& cs : kSplitCases) {
+    auto c0 = random_values<T>(static_cast<size_t>(cs.n * (cs.m + 3)), 7);
+    omp_set_num_threads(1);
+    auto one = run_case<T>(cs, true, false, true, c0, nullptr, nullptr, Kernel::gemm);
+    omp_set_num_threads(2);
+    auto two = run_case<T>(cs, true, false, true, c0, nullptr, nullptr, Kernel::gemm);
+    CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(T)) == 0);
   }
   omp_set_num_threads(before);
 }
