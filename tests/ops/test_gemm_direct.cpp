@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -77,6 +78,22 @@ void check_against_naive(const Case& cs, bool a_row, bool b_row, bool accumulate
                 accumulate, " elements ", sizeof(T), " kernel ", static_cast<int>(kernel));
 }
 
+// a by rows, b by columns, accumulating into c: the bits at one and at two threads are the same.
+template <typename T>
+void check_thread_independent(const std::vector<Case>& cases, Kernel kernel) {
+  const int before = omp_get_max_threads();
+  for (const Case& cs : cases) {
+    auto c0 = random_values<T>(static_cast<size_t>(cs.n * (cs.m + 3)), 6);
+    omp_set_num_threads(1);
+    auto one = run_case<T>(cs, true, false, true, c0, nullptr, nullptr, kernel);
+    omp_set_num_threads(2);
+    auto two = run_case<T>(cs, true, false, true, c0, nullptr, nullptr, kernel);
+    CHECK_MESSAGE(std::memcmp(one.data(), two.data(), one.size() * sizeof(T)) == 0, "n ", cs.n, " k ", cs.k,
+                  " m ", cs.m, " kernel ", static_cast<int>(kernel));
+  }
+  omp_set_num_threads(before);
+}
+
 const Case kCases[] = {
     {1, 1, 16},    {7, 5, 16},    {13, 64, 128}, {6, 3, 33},   {50, 300, 48},
     {64, 1000, 64}, {5, 257, 80}, {37, 16, 200}, {12, 128, 64}, {2, 600, 24},
@@ -134,16 +151,7 @@ TEST_CASE_TEMPLATE("gemm_dots: against a naive product", T, float, double) {
 }
 
 TEST_CASE_TEMPLATE("gemm_dots: the same bits at one and two threads", T, float, double) {
-  const int before = omp_get_max_threads();
-  for (const Case& cs : {Case{64, 3570, 128}, Case{3, 5000, 67}}) {
-    auto c0 = random_values<T>(static_cast<size_t>(cs.n * (cs.m + 3)), 6);
-    omp_set_num_threads(1);
-    auto one = run_case<T>(cs, true, false, true, c0, nullptr, nullptr, Kernel::dots);
-    omp_set_num_threads(2);
-    auto two = run_case<T>(cs, true, false, true, c0, nullptr, nullptr, Kernel::dots);
-    CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(T)) == 0);
-  }
-  omp_set_num_threads(before);
+  check_thread_independent<T>({Case{64, 3570, 128}, Case{3, 5000, 67}}, Kernel::dots);
 }
 
 TEST_CASE("gemm_dots: which shapes take it") {
@@ -210,14 +218,5 @@ TEST_CASE_TEMPLATE("depth split: against a naive product", T, float, double) {
 }
 
 TEST_CASE_TEMPLATE("depth split: the same bits at one and two threads", T, float, double) {
-  const int before = omp_get_max_threads();
-  for (const Case& cs : kSplitCases) {
-    auto c0 = random_values<T>(static_cast<size_t>(cs.n * (cs.m + 3)), 7);
-    omp_set_num_threads(1);
-    auto one = run_case<T>(cs, true, false, true, c0, nullptr, nullptr, Kernel::gemm);
-    omp_set_num_threads(2);
-    auto two = run_case<T>(cs, true, false, true, c0, nullptr, nullptr, Kernel::gemm);
-    CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(T)) == 0);
-  }
-  omp_set_num_threads(before);
+  check_thread_independent<T>({std::begin(kSplitCases), std::end(kSplitCases)}, Kernel::gemm);
 }
