@@ -34,7 +34,11 @@ constexpr int64_t kDepthChunk = 256;
 // rows of b (2 KB each) stay in L2 across its row tiles.
 constexpr int64_t kPanel = 8;
 constexpr int64_t kParallelWork = 64 * 64 * 64;  // multiply-adds below which one thread does it all
-constexpr int64_t kSmallOperand = 512 * 512;      // elements of a column-major b worth copying
+// Elements of a column-major b worth copying: a weight matrix (up to 256 x 256). A weight gradient
+// over a coarse grid's points (64 x 3528 x 32: b is the input's 3528 x 32, transposed) spent as long
+// in the scalar copy as in the product, on one thread while the others waited; Eigen packs it
+// faster (1.0-1.9x, ops/BENCHMARKS.md).
+constexpr int64_t kSmallOperand = 256 * 256;
 
 template <typename T>
 using Vec = sphere::simd::Vec<T>;
