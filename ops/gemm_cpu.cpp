@@ -53,13 +53,23 @@ constexpr bool is_complex = !std::is_floating_point_v<T>;
 
 // ---- a long depth against a small output, split along the depth
 // A weight gradient (C' x points) @ (points x C) of balanced channels (64 x 32768 x 32, 128 x 65536
-// x 64) left to Eigen scaled badly on two threads: Eigen splits the output, which is small, and
-// synchronises the threads at every depth block (1.0-1.5x of one thread). Cut the depth into fixed
-// chunks instead: each thread multiplies whole chunks on its own (Eigen does not nest inside a
+// x 64, 128 x 7310 x 64) left to Eigen scaled badly on two threads: Eigen splits the output, which is
+// small, and synchronises the threads at every depth block (1.0-1.5x of one thread). Cut the depth
+// into chunks instead: each thread multiplies whole chunks on its own (Eigen does not nest inside a
 // parallel region) into a partial product, and the partials are added in chunk order. The chunks
-// depend on k alone, so the result does not depend on the thread count; one thread runs as fast as
-// Eigen on the whole product (ops/BENCHMARKS.md).
-constexpr int64_t kDepthChunk = 4096;
+// depend on k alone (at least two, at most kDepthChunk deep, equal up to a multiple of 16), so the
+// result does not depend on the thread count; one thread runs about as fast as Eigen on the whole
+// product (ops/BENCHMARKS.md).
+constexpr int64_t kDepthChunk = 4096, kMinSplitDepth = 2048;
+
+struct DepthChunks {
+  int64_t count, depth;  // chunks of `depth`, the last one shorter
+};
+DepthChunks depth_chunks(int64_t k) {
+  const int64_t count = std::max<int64_t>(2, (k + kDepthChunk - 1) / kDepthChunk);
+  const int64_t depth = ((k + count - 1) / count + 15) / 16 * 16;
+  return {(k + depth - 1) / depth, depth};
+}
 
 template <typename T>
 Operand<T> depth_slice_a(const Operand<T>& a, int64_t p0) {  // columns p0.. of a (n x k)
@@ -73,19 +83,20 @@ Operand<T> depth_slice_b(const Operand<T>& b, int64_t p0) {  // rows p0.. of b (
 template <typename T>
 void gemm_depth_split(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64_t n, int64_t k,
                       int64_t m, bool accumulate) {
-  const int64_t chunks = (k + kDepthChunk - 1) / kDepthChunk, size = n * m;
+  const DepthChunks chunks = depth_chunks(k);
+  const int64_t size = n * m;
   // Not value-initialised: every element is written by its chunk's product (Eigen's `=`).
-  const std::unique_ptr<T[]> partial(new T[static_cast<size_t>(chunks * size)]);
+  const std::unique_ptr<T[]> partial(new T[static_cast<size_t>(chunks.count * size)]);
 #pragma omp parallel for schedule(static)
-  for (int64_t ch = 0; ch < chunks; ++ch) {
-    const int64_t p0 = ch * kDepthChunk, len = std::min(kDepthChunk, k - p0);
+  for (int64_t ch = 0; ch < chunks.count; ++ch) {
+    const int64_t p0 = ch * chunks.depth, len = std::min(chunks.depth, k - p0);
     gemm_layouts<T, false>(partial.get() + ch * size, m, depth_slice_a(a, p0), depth_slice_b(b, p0), n, len, m,
                            false);
   }
 #pragma omp parallel for schedule(static) if (size >= 4096)
   for (int64_t i = 0; i < n; ++i) {  // row i of the partials summed into chunk 0's, in chunk order
     T* sum = partial.get() + i * m;
-    for (int64_t ch = 1; ch < chunks; ++ch) {
+    for (int64_t ch = 1; ch < chunks.count; ++ch) {
       const T* q = partial.get() + ch * size + i * m;
 #pragma omp simd
       for (int64_t j = 0; j < m; ++j) sum[j] += q[j];
@@ -100,7 +111,7 @@ void gemm_depth_split(T* c, int64_t c_outer, const Operand<T>& a, const Operand<
 
 }  // namespace
 
-bool gemm_depth_split_suits(int64_t n, int64_t k, int64_t m) { return k >= 2 * kDepthChunk && n * m <= 256 * 256; }
+bool gemm_depth_split_suits(int64_t n, int64_t k, int64_t m) { return k >= kMinSplitDepth && n * m <= 256 * 256; }
 
 template <typename T>
 void gemm(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64_t n, int64_t k, int64_t m,

@@ -39,9 +39,9 @@ void gemm_dots(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, 
                bool accumulate);
 
 // Whether gemm_cpu::gemm splits the depth of a real product that neither kernel above takes (asked
-// after both): a long depth against a small output, a balanced weight gradient. Fixed chunks of the
-// depth go to Eigen, one thread each, and the partial products are added in chunk order
-// (gemm_cpu.cpp), so the result does not depend on the thread count either.
+// after both): a depth of 2048 or more against a small output, a balanced weight gradient. Chunks
+// of the depth that depend on k alone go to Eigen, one thread each, and the partial products are
+// added in chunk order (gemm_cpu.cpp), so the result does not depend on the thread count either.
 bool gemm_depth_split_suits(int64_t n, int64_t k, int64_t m);
 
 }  // namespace gs::gemm_cpu

@@ -194,14 +194,15 @@ TEST_CASE_TEMPLATE("gemm_dots: rows 4 KiB apart", T, float, double) {
   omp_set_num_threads(before);
 }
 
-// Products that neither unpacked kernel takes, with a depth of two or more chunks and a partial last
-// chunk, in each layout that reaches the split.
-const Case kSplitCases[] = {{33, 8192 + 100, 9}, {40, 3 * 4096, 20}, {64, 9000, 32}};
+// Products that neither unpacked kernel takes, split into two or more chunks with a shorter last
+// one, in each layout that reaches the split.
+const Case kSplitCases[] = {{33, 8192 + 100, 9}, {40, 3 * 4096, 20}, {64, 9000, 32}, {40, 3528, 20}};
 
 TEST_CASE("depth split: which shapes take it") {
   CHECK(gemm_depth_split_suits(64, 32768, 32));   // 64x128's MLP weight gradient
   CHECK(gemm_depth_split_suits(128, 65536, 64));  // 128x256's
-  CHECK_FALSE(gemm_depth_split_suits(64, 8191, 32));   // under two chunks: Eigen alone
+  CHECK(gemm_depth_split_suits(32, 3528, 64));         // 64x128's coarse grid, two chunks
+  CHECK_FALSE(gemm_depth_split_suits(64, 2047, 32));   // a short depth: Eigen alone
   CHECK_FALSE(gemm_depth_split_suits(512, 65536, 512));  // a large output: Eigen splits that well
   for (const Case& cs : kSplitCases) {
     CHECK_FALSE(gemm_dots_suits(cs.n, cs.k, cs.m, true, false));
