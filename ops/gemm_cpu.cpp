@@ -111,7 +111,11 @@ void gemm_depth_split(T* c, int64_t c_outer, const Operand<T>& a, const Operand<
 
 }  // namespace
 
-bool gemm_depth_split_suits(int64_t n, int64_t k, int64_t m) { return k >= kMinSplitDepth && n * m <= 256 * 256; }
+// A product under about a million multiply-adds (a matrix-vector product with a long depth) stays
+// with Eigen, which runs it on one thread: a parallel region and the partials would cost more.
+bool gemm_depth_split_suits(int64_t n, int64_t k, int64_t m) {
+  return k >= kMinSplitDepth && n * m <= 256 * 256 && n * k * m >= (int64_t{1} << 20);
+}
 
 template <typename T>
 void gemm(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64_t n, int64_t k, int64_t m,

@@ -203,6 +203,7 @@ TEST_CASE("depth split: which shapes take it") {
   CHECK(gemm_depth_split_suits(128, 65536, 64));  // 128x256's
   CHECK(gemm_depth_split_suits(32, 3528, 64));         // 64x128's coarse grid, two chunks
   CHECK_FALSE(gemm_depth_split_suits(64, 2047, 32));   // a short depth: Eigen alone
+  CHECK_FALSE(gemm_depth_split_suits(1, 100000, 1));   // a dot product: too little work to share
   CHECK_FALSE(gemm_depth_split_suits(512, 65536, 512));  // a large output: Eigen splits that well
   for (const Case& cs : kSplitCases) {
     CHECK_FALSE(gemm_dots_suits(cs.n, cs.k, cs.m, true, false));
