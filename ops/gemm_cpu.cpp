@@ -56,10 +56,10 @@ constexpr bool is_complex = !std::is_floating_point_v<T>;
 // x 64, 128 x 7310 x 64) left to Eigen scaled badly on two threads: Eigen splits the output, which is
 // small, and synchronises the threads at every depth block (1.0-1.5x of one thread). Cut the depth
 // into chunks instead: each thread multiplies whole chunks on its own (Eigen does not nest inside a
-// parallel region) into a partial product, and the partials are added in chunk order. The chunks
-// depend on k alone (at least two, at most kDepthChunk deep, equal up to a multiple of 16), so the
-// result does not depend on the thread count; one thread runs about as fast as Eigen on the whole
-// product (ops/BENCHMARKS.md).
+// parallel region) into a partial product, and the partials are added in order. The chunks depend on
+// k alone (at least two, at most kDepthChunk deep, equal up to a multiple of 16), and their grouping
+// into partials on the shape alone, so the result does not depend on the thread count; one thread
+// runs about as fast as Eigen on the whole product (ops/BENCHMARKS.md).
 constexpr int64_t kDepthChunk = 4096, kMinSplitDepth = 2048;
 
 struct DepthChunks {
@@ -80,24 +80,33 @@ Operand<T> depth_slice_b(const Operand<T>& b, int64_t p0) {  // rows p0.. of b (
   return {b.data + (b.row_major ? p0 * b.outer : p0), b.row_major, b.outer};
 }
 
+// The partial products' memory, at most 256 KiB past two partials: a longer depth runs consecutive
+// chunks into one partial, in order (128 x 65536 x 64 in f32: 16 chunks into 8 partials of 32 KiB).
+constexpr int64_t kMaxPartialBytes = int64_t{256} << 10;
+
 template <typename T>
 void gemm_depth_split(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64_t n, int64_t k,
                       int64_t m, bool accumulate) {
   const DepthChunks chunks = depth_chunks(k);
   const int64_t size = n * m;
-  // Not value-initialised: every element is written by its chunk's product (Eigen's `=`).
-  const std::unique_ptr<T[]> partial(new T[static_cast<size_t>(chunks.count * size)]);
+  const int64_t partials =
+      std::clamp<int64_t>(kMaxPartialBytes / (size * static_cast<int64_t>(sizeof(T))), 2, chunks.count);
+  // Not value-initialised: each partial's first chunk writes it whole (Eigen's `=`).
+  const std::unique_ptr<T[]> partial(new T[static_cast<size_t>(partials * size)]);
 #pragma omp parallel for schedule(static)
-  for (int64_t ch = 0; ch < chunks.count; ++ch) {
-    const int64_t p0 = ch * chunks.depth, len = std::min(chunks.depth, k - p0);
-    gemm_layouts<T, false>(partial.get() + ch * size, m, depth_slice_a(a, p0), depth_slice_b(b, p0), n, len, m,
-                           false);
+  for (int64_t g = 0; g < partials; ++g) {
+    const int64_t first = chunks.count * g / partials, last = chunks.count * (g + 1) / partials;
+    for (int64_t ch = first; ch < last; ++ch) {
+      const int64_t p0 = ch * chunks.depth, len = std::min(chunks.depth, k - p0);
+      gemm_layouts<T, false>(partial.get() + g * size, m, depth_slice_a(a, p0), depth_slice_b(b, p0), n, len, m,
+                             ch > first);
+    }
   }
 #pragma omp parallel for schedule(static) if (size >= 4096)
-  for (int64_t i = 0; i < n; ++i) {  // row i of the partials summed into chunk 0's, in chunk order
+  for (int64_t i = 0; i < n; ++i) {  // row i of the partials summed into the first's, in order
     T* sum = partial.get() + i * m;
-    for (int64_t ch = 1; ch < chunks.count; ++ch) {
-      const T* q = partial.get() + ch * size + i * m;
+    for (int64_t g = 1; g < partials; ++g) {
+      const T* q = partial.get() + g * size + i * m;
 #pragma omp simd
       for (int64_t j = 0; j < m; ++j) sum[j] += q[j];
     }

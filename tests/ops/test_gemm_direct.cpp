@@ -222,3 +222,12 @@ TEST_CASE_TEMPLATE("depth split: against a naive product", T, float, double) {
 TEST_CASE_TEMPLATE("depth split: the same bits at one and two threads", T, float, double) {
   check_thread_independent<T>({std::begin(kSplitCases), std::end(kSplitCases)}, Kernel::gemm);
 }
+
+// Three chunks against a 128 x 128 f64 output (128 KiB a partial, so two partials): the second
+// partial takes two chunks in turn.
+const Case kGroupedSplit{128, 2 * 4096 + 16, 128};
+
+TEST_CASE("depth split: chunks grouped into fewer partials, against a naive product") {
+  check_against_naive<double>(kGroupedSplit, true, false, true, Kernel::gemm);
+  check_thread_independent<double>({kGroupedSplit}, Kernel::gemm);
+}
