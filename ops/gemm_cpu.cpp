@@ -91,6 +91,12 @@ void gemm_depth_split(T* c, int64_t c_outer, const Operand<T>& a, const Operand<
   const int64_t size = n * m;
   const int64_t partials =
       std::clamp<int64_t>(kMaxPartialBytes / (size * static_cast<int64_t>(sizeof(T))), 2, chunks.count);
+  // Eigen ran these products faster with the smaller of n and m as its packed lhs's rows (64 x 65536
+  // x 128: 60 against 52 GFLOP/s on one thread; 128 x 7310 x 64: 61 against 45 the other way round):
+  // with n < m each partial is the transposed product, b^T @ a^T (m x n), and is read back
+  // transposed.
+  const bool transposed = n < m;
+  const int64_t rows = transposed ? m : n, cols = transposed ? n : m;
   // Not value-initialised: each partial's first chunk writes it whole (Eigen's `=`).
   const std::unique_ptr<T[]> partial(new T[static_cast<size_t>(partials * size)]);
 #pragma omp parallel for schedule(static)
@@ -98,23 +104,32 @@ void gemm_depth_split(T* c, int64_t c_outer, const Operand<T>& a, const Operand<
     const int64_t first = chunks.count * g / partials, last = chunks.count * (g + 1) / partials;
     for (int64_t ch = first; ch < last; ++ch) {
       const int64_t p0 = ch * chunks.depth, len = std::min(chunks.depth, k - p0);
-      gemm_layouts<T, false>(partial.get() + g * size, m, depth_slice_a(a, p0), depth_slice_b(b, p0), n, len, m,
-                             ch > first);
+      const Operand<T> a_part = depth_slice_a(a, p0), b_part = depth_slice_b(b, p0);
+      T* out = partial.get() + g * size;
+      if (transposed)
+        gemm_layouts<T, false>(out, cols, {b_part.data, !b_part.row_major, b_part.outer},
+                               {a_part.data, !a_part.row_major, a_part.outer}, m, len, n, ch > first);
+      else
+        gemm_layouts<T, false>(out, cols, a_part, b_part, n, len, m, ch > first);
     }
   }
 #pragma omp parallel for schedule(static) if (size >= 4096)
-  for (int64_t i = 0; i < n; ++i) {  // row i of the partials summed into the first's, in order
-    T* sum = partial.get() + i * m;
+  for (int64_t r = 0; r < rows; ++r) {  // row r of the partials summed into the first's, in order
+    T* sum = partial.get() + r * cols;
     for (int64_t g = 1; g < partials; ++g) {
-      const T* q = partial.get() + g * size + i * m;
+      const T* q = partial.get() + g * size + r * cols;
 #pragma omp simd
-      for (int64_t j = 0; j < m; ++j) sum[j] += q[j];
+      for (int64_t j = 0; j < cols; ++j) sum[j] += q[j];
     }
+  }
+  const T* total = partial.get();
+#pragma omp parallel for schedule(static) if (size >= 4096)
+  for (int64_t i = 0; i < n; ++i) {
     T* row = c + i * c_outer;
-    if (accumulate)
-      for (int64_t j = 0; j < m; ++j) row[j] += sum[j];
-    else
-      std::copy(sum, sum + m, row);
+    for (int64_t j = 0; j < m; ++j) {
+      const T value = transposed ? total[j * cols + i] : total[i * cols + j];
+      row[j] = accumulate ? row[j] + value : value;
+    }
   }
 }
 

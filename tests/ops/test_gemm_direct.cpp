@@ -196,7 +196,8 @@ TEST_CASE_TEMPLATE("gemm_dots: rows 4 KiB apart", T, float, double) {
 
 // Products that neither unpacked kernel takes, split into two or more chunks with a shorter last
 // one, in each layout that reaches the split.
-const Case kSplitCases[] = {{33, 8192 + 100, 9}, {40, 3 * 4096, 20}, {64, 9000, 32}, {40, 3528, 20}};
+const Case kSplitCases[] = {{33, 8192 + 100, 9}, {40, 3 * 4096, 20}, {64, 9000, 32}, {40, 3528, 20},
+                            {33, 5000, 70}};  // the last with n < m: partials of the transposed product
 
 TEST_CASE("depth split: which shapes take it") {
   CHECK(gemm_depth_split_suits(64, 32768, 32));   // 64x128's MLP weight gradient
