@@ -156,9 +156,10 @@ std::shared_ptr<const FftwPlan<R>> cached_plan(int64_t n, Direction dir) {
 
 bool is_edge(int64_t m, int64_t n) { return m == 0 || 2 * m == n; }
 
-// How many threads a transform of `rows` rows of length n should use.
+// How many threads a transform of `rows` rows of length n should use (one inside a parallel
+// region: the SHT's blocks of fields run the transform on each thread).
 int threads_for(int64_t rows, int64_t n) {
-  if (rows < 2 || rows * n < kFftParallelGrain) return 1;
+  if (rows < 2 || rows * n < kFftParallelGrain || omp_in_parallel()) return 1;
   return static_cast<int>(std::min<int64_t>(omp_get_max_threads(), rows));
 }
 
@@ -345,6 +346,25 @@ Tensor rfft_lon(const Tensor& x, int64_t mmax) {
 }
 
 Tensor irfft_lon(const Tensor& X, int64_t nlon) { return synthesis(X, nlon, {1.0, 2.0}, "irfft_lon"); }
+
+namespace detail {
+
+void rfft_lon_into(const Tensor& x, const Tensor& out) {
+  const int64_t n = x.size(-1), mmax = out.size(-1), rows = x.numel() / n;
+  const double s = 2.0 * std::numbers::pi / static_cast<double>(n);
+  dispatch_float(x.dtype(), "rfft_lon", [&]<typename R>() {
+    analysis_rows<R>(x.data<R>(), out.data<std::complex<R>>(), rows, n, mmax, s, s);
+  });
+}
+
+void irfft_lon_into(const Tensor& X, const Tensor& out) {
+  const int64_t M = X.size(-1), nlon = out.size(-1), rows = X.numel() / M;
+  dispatch_float(real_dtype(X.dtype()), "irfft_lon", [&]<typename R>() {
+    synthesis_rows<R>(X.data<std::complex<R>>(), out.data<R>(), rows, nlon, M, 1.0, 2.0);
+  });
+}
+
+}  // namespace detail
 
 namespace {
 

@@ -24,6 +24,14 @@ Tensor rfft_lon(const Tensor& x, int64_t mmax);
 // m >= mmax are zero (zero-padding); the imaginary parts of X[0] and of the Nyquist term are ignored.
 Tensor irfft_lon(const Tensor& X, int64_t nlon);
 
+namespace detail {
+// The CPU kernels of rfft_lon and irfft_lon alone, recorded nowhere: x (rows, nlon) into out
+// (rows, mmax), X (rows, mmax) into out (rows, nlon), all contiguous on the CPU with the sizes
+// already checked. For composites that run the SHT's stages on blocks of fields (sht_blocks.h).
+void rfft_lon_into(const Tensor& x, const Tensor& out);
+void irfft_lon_into(const Tensor& X, const Tensor& out);
+}  // namespace detail
+
 // FFTW's planner (fftw_plan_*, fftw_destroy_plan, for every precision) is not thread-safe; only
 // its execute functions are. Any code in gradsphere that plans FFTW transforms of its own must hold
 // this mutex while it does, so that it cannot race with the plan cache of these ops.

@@ -21,6 +21,7 @@
 #include "ops/shape_ops.h"
 #include "ops/sphere/fft.h"
 #include "ops/sphere/legendre/contraction.h"
+#include "ops/sphere/sht_blocks.h"
 #include "ops/sphere/sht_common.h"
 
 namespace gs::sphere {
@@ -106,12 +107,14 @@ Tensor sht(const Tensor& x, const ShtSpec& spec) {
   GS_CHECK(x.dim() >= 2 && x.size(-2) == spec.nlat && x.size(-1) == spec.nlon,
            "sht: expected a field of shape (..., nlat = {}, nlon = {}) for {}, got {}", spec.nlat, spec.nlon,
            spec.str(), x.meta_str());
+  if (Tensor blocked = detail::sht_in_blocks(x, spec); blocked.defined()) return blocked;
   return legendre_analysis(rfft_lon(x, spec.mmax), spec);
 }
 
 Tensor isht(const Tensor& coeffs, const ShtSpec& spec) {
   check_spec(spec, "isht", false);
   check_spectral_input(coeffs, "isht", "spectral coefficients", "lmax", spec.lmax, spec);
+  if (Tensor blocked = detail::isht_in_blocks(coeffs, spec); blocked.defined()) return blocked;
   return irfft_lon(legendre_synthesis(coeffs, spec), spec.nlon);
 }
 

@@ -13,7 +13,8 @@
 //              the cached tables, the input and the outputs)
 //   table MB   bytes of the Legendre table the direction uses (sht_table_bytes)
 //   path       the Legendre path the automatic rule picks for this case (table or fly, see
-//              ops/sphere/legendre/path.h); ms/call and the rest are that path's
+//              ops/sphere/legendre/path.h), for one block of fields where the batch runs in blocks
+//              (ops/sphere/sht_blocks.h); ms/call and the rest are the automatic choice's
 //   table ms, fly ms   ms/call with each path forced, for the selection rule
 // On the fly path the tables are dropped before the timed calls, so its peak MB excludes them.
 // The side-by-side comparison with SHTns/ducc0 and torch-harmonics is tools/compare_sht.py.
@@ -34,6 +35,7 @@
 #include "ops/sphere/legendre/contraction.h"
 #include "ops/sphere/legendre/path.h"
 #include "ops/sphere/sht.h"
+#include "ops/sphere/sht_blocks.h"
 #include "tools/bench/bench_csv.h"
 #include "tools/bench/benches.h"
 #include "tools/bench/sht_cases.h"
@@ -104,8 +106,11 @@ std::vector<Result> run_case(const Case& c, DType dtype, double sgemm, bool quic
   auto key_of = [&](sphere::LegendreTableKind kind) {
     return sphere::LegendreTableKey{spec.grid, spec.nlat, spec.lmax, spec.mmax, spec.norm, spec.csphase, kind, dtype};
   };
-  const bool fly[2] = {sphere::use_recurrence(key_of(sphere::LegendreTableKind::analysis), c.batch),
-                       sphere::use_recurrence(key_of(sphere::LegendreTableKind::synthesis), c.batch)};
+  // The automatic rule decides per contraction, and a large batch without a tape runs in blocks of
+  // fields (ops/sphere/sht_blocks.h): the path is the one for a block.
+  const int64_t block = std::min(c.batch, sphere::detail::sht_fields_per_block(spec, dtype));
+  const bool fly[2] = {sphere::use_recurrence(key_of(sphere::LegendreTableKind::analysis), block),
+                       sphere::use_recurrence(key_of(sphere::LegendreTableKind::synthesis), block)};
   auto time_dir = [&](bool fwd, sphere::LegendrePath path, double once) {
     const sphere::LegendrePath previous = sphere::set_legendre_path(path);
     if (fwd) Tensor r = sphere::sht(x, spec);  // warm-up (builds the plan or table if needed)
@@ -125,13 +130,13 @@ std::vector<Result> run_case(const Case& c, DType dtype, double sgemm, bool quic
   for (int dir = 0; dir < 2; ++dir) {
     forced[dir][1] = time_dir(dir == 0, sphere::LegendrePath::recurrence, dir == 0 ? fwd_once : inv_once);
     if (fly[dir]) {
-      auto_s[dir] = forced[dir][1];
+      auto_s[dir] = time_dir(dir == 0, sphere::LegendrePath::automatic, dir == 0 ? fwd_once : inv_once);
       peak[dir] = static_cast<double>(alloc.peak_bytes()) / 1e6;
     }
   }
   for (int dir = 0; dir < 2; ++dir) {
     if (fly[dir]) continue;
-    auto_s[dir] = time_dir(dir == 0, sphere::LegendrePath::table, dir == 0 ? fwd_once : inv_once);
+    auto_s[dir] = time_dir(dir == 0, sphere::LegendrePath::automatic, dir == 0 ? fwd_once : inv_once);
     peak[dir] = static_cast<double>(alloc.peak_bytes()) / 1e6;
   }
 

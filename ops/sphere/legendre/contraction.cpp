@@ -97,9 +97,9 @@ Tensor combine_tensors(Direction dir, const Tensor& pd, const Tensor& pm) {
 
 // The CPU's native kernels: the table kernels (both components of a vector field as one batch of
 // 2B fields, once per table, then combined) or, for scalar data, the on-the-fly recurrence.
-Tensor run_cpu(const Tensor& x, const TableRef& ref, const Tables& tabs, Direction dir, const Shape& out_sizes,
-               bool recurrence) {
-  Tensor out = empty(out_sizes, x.dtype(), x.device());
+// `out` is contiguous, of shape out_sizes.
+void run_cpu(const Tensor& x, const TableRef& ref, const Tables& tabs, Direction dir, const Shape& out_sizes,
+             bool recurrence, const Tensor& out) {
   const Tensor xc = contiguous_copy(x);
   const int64_t rows_out = out_sizes[out_sizes.size() - 2], orders = out_sizes.back();
   const int64_t fields = out.numel() / (rows_out * orders);  // 2B for vector data
@@ -124,7 +124,6 @@ Tensor run_cpu(const Tensor& x, const TableRef& ref, const Tables& tabs, Directi
       combine_loops<T>(dir, pd.data<std::complex<T>>(), pm.data<std::complex<T>>(), o, fields / 2, rows_out * orders);
     }
   });
-  return out;
 }
 
 // The device forms: one contraction per table, then the vector combination.
@@ -140,15 +139,22 @@ Tensor run_device(const Tensor& x, const TableRef& ref, const Tables& tabs, Dire
                          one(tabs.second, dense.empty() ? Tensor() : dense[1]));
 }
 
+// The result's shape and the number of fields (of vector fields: pairs of components) of x.
+Shape result_sizes(const Tensor& x, const TableRef& ref, Direction dir, int64_t* batch) {
+  const bool vec = ref.components == Components::vector;
+  Shape out_sizes(x.sizes().begin(), x.sizes().end() - 2);
+  *batch = numel_of(Shape(x.sizes().begin(), x.sizes().end() - (vec ? 3 : 2)));
+  out_sizes.push_back(dir == Direction::to_degree ? ref.key.lmax : ref.key.nlat);
+  out_sizes.push_back(ref.key.order_count());
+  return out_sizes;
+}
+
 // `held`: the tables of the forward, reused by its backward (whose path is chosen afresh).
 Tensor contract_with(const Tensor& x, const TableRef& ref, Direction dir, Tables held) {
   const LegendreTableKey& key = ref.key;
   const bool vec = ref.components == Components::vector;
-  const int64_t data_dims = vec ? 3 : 2;
-  Shape out_sizes(x.sizes().begin(), x.sizes().end() - 2);
-  const int64_t batch = numel_of(Shape(x.sizes().begin(), x.sizes().end() - data_dims));
-  out_sizes.push_back(dir == Direction::to_degree ? key.lmax : key.nlat);
-  out_sizes.push_back(key.order_count());
+  int64_t batch = 0;
+  const Shape out_sizes = result_sizes(x, ref, dir, &batch);
 
   const ContractionPath path = legendre_contraction_path(x, key, batch, vec);
   Tables tabs;
@@ -166,7 +172,8 @@ Tensor contract_with(const Tensor& x, const TableRef& ref, Direction dir, Tables
   } else if (path == ContractionPath::device_gemm || path == ContractionPath::device_kernels) {
     out = run_device(x, ref, tabs, dir, path, path == ContractionPath::device_gemm ? saved : std::vector<Tensor>{});
   } else {
-    out = run_cpu(x, ref, tabs, dir, out_sizes, path == ContractionPath::cpu_recurrence);
+    out = empty(out_sizes, x.dtype(), x.device());
+    run_cpu(x, ref, tabs, dir, out_sizes, path == ContractionPath::cpu_recurrence, out);
   }
   if (should_record({x})) {
     record_op(op_name(ref, dir), {x}, {&out}, saved, {},
@@ -184,6 +191,22 @@ Tensor contract(const Tensor& x, const TableRef& table, Direction dir) {
   TableRef ref = table;
   ref.key = ref.key.canonical();
   return contract_with(x, ref, dir, Tables{});
+}
+
+bool contract_into(const Tensor& x, const TableRef& table, Direction dir, const Tensor& out) {
+  TableRef ref = table;
+  ref.key = ref.key.canonical();
+  int64_t batch = 0;
+  const Shape out_sizes = result_sizes(x, ref, dir, &batch);
+  GS_CHECK(out.sizes() == out_sizes && out.dtype() == x.dtype() && out.is_contiguous(),
+           "legendre contract_into: expected a contiguous {} output of shape {}, got {}", dtype_name(x.dtype()),
+           shape_str(out_sizes), out.meta_str());
+  const ContractionPath path = legendre_contraction_path(x, ref.key, batch, ref.components == Components::vector);
+  if (path != ContractionPath::cpu_table && path != ContractionPath::cpu_recurrence) return false;
+  if (out.numel() == 0) return true;
+  const Tables tabs = path == ContractionPath::cpu_table ? resolve(ref) : Tables{};
+  run_cpu(x, ref, tabs, dir, out_sizes, path == ContractionPath::cpu_recurrence, out);
+  return true;
 }
 
 size_t table_bytes(const TableRef& table) {

@@ -36,6 +36,11 @@ struct TableRef {
 // the caller's to check (the public ops say what they expected); an empty x gives an empty result.
 Tensor contract(const Tensor& x, const TableRef& table, Direction dir);
 
+// The contraction of `contract` written into `out` (contiguous, the result's shape and dtype) and
+// recorded nowhere, for composites that run it on blocks of fields under no tape: returns false,
+// doing nothing, where the contraction would not take a CPU path (path.h).
+bool contract_into(const Tensor& x, const TableRef& table, Direction dir, const Tensor& out);
+
 // The bytes of the table(s) a contraction with `table` reads on the CPU (built if needed).
 size_t table_bytes(const TableRef& table);
 

@@ -156,17 +156,30 @@ constexpr int analysis_pairs() { return std::max(1, kAnalysisAcc / (4 * FB)); }
 
 constexpr int kVecs = kRows / kLanes;  // vectors per row block
 
-// Pairs k .. k+K-1 of FB fields over nblk row blocks: out[kk * ks + parity * ps + 2f + re/im] =
-// sum over rows of Y_{k+kk} times E (parity 0) or x O (parity 1). rec: the pairs' recurrence from
+// Where the analysis's pair sums go: G_k = sum_j Y_k E_j and H_k = sum_j Y_k x_j O_j give degree
+// m + 2k as ana[3k] G_k + ana[3k+1] G_{k-1} and degree m + 2k + 1 as ana[3k+2] H_k
+// (RecurrencePlan::pair_ana), written at out[(l - m) ostride + 2f + re/im] for the tile's field f;
+// n = lmax - m degrees. g_prev holds the tile's G_{k-1} between chunks. (Written here, from the
+// sums in registers: stored as sums and combined in a later pass, the pass's vector loads of
+// values just stored one by one waited on the stores, a tenth of the analysis at 180x360.)
+template <int FB>
+struct PairOut {
+  const double* ana;
+  double* out;
+  int64_t ostride, n;
+  double g_prev[2 * FB];
+};
+
+// Pairs k .. k+K-1 of FB fields over nblk row blocks, into `po`. rec: the pairs' recurrence from
 // pair k. state holds per block (Y_{k-1}, Y_k) and is advanced by K pairs. t: nblk x kRows values
 // of x^2; rows of field f, quantity q = 2 parity + re/im at eo + f fs + q qs, kRows per block.
 template <int FB, int K>
-void analysis_pair_chunk(const double* rec, int64_t nblk, const double* t, double* state, const double* eo, int64_t qs,
-                         int64_t fs, double* out, int64_t ks, int64_t ps) {
+void analysis_pair_chunk(const double* rec, int64_t k, int64_t nblk, const double* t, double* state, const double* eo,
+                         int64_t qs, int64_t fs, PairOut<FB>& po) {
   constexpr int kAcc = K * FB * 4;
   Lanes acc[kAcc];  // [kk][f][parity][re/im]
 #pragma GCC unroll 32
-  for (int k = 0; k < kAcc; ++k) acc[k] = Lanes{};  // unrolled: GCC makes a loop a memset on the stack
+  for (int a = 0; a < kAcc; ++a) acc[a] = Lanes{};  // unrolled: GCC makes a loop a memset on the stack
   for (int64_t blk = 0; blk < nblk; ++blk) {
     double* st = state + blk * 2 * kRows;
     const double* w = eo + blk * kRows;
@@ -198,18 +211,27 @@ void analysis_pair_chunk(const double* rec, int64_t nblk, const double* t, doubl
   }
   double sums[kAcc];
   lane_sums(acc, sums);
-  for (int kk = 0; kk < K; ++kk)
+  for (int kk = 0; kk < K; ++kk) {
+    const int64_t pair = k + kk;
+    const double c0 = po.ana[3 * pair], c1 = po.ana[3 * pair + 1], c2 = po.ana[3 * pair + 2];
+    double* even = po.out + 2 * pair * po.ostride;
+    const bool odd = 2 * pair + 1 < po.n;
     for (int f = 0; f < FB; ++f)
-      for (int q = 0; q < 4; ++q) out[kk * ks + (q / 2) * ps + 2 * f + q % 2] = sums[(kk * FB + f) * 4 + q];
+      for (int i = 0; i < 2; ++i) {
+        const double g = sums[(kk * FB + f) * 4 + i], h = sums[(kk * FB + f) * 4 + 2 + i];
+        even[2 * f + i] = pair == 0 ? c0 * g : c0 * g + c1 * po.g_prev[2 * f + i];
+        if (odd) even[po.ostride + 2 * f + i] = c2 * h;
+        po.g_prev[2 * f + i] = g;
+      }
+  }
 }
 
 // Pairs k .. np-1 in chunks of K, the rest in smaller chunks.
 template <int FB, int K>
 void analysis_pair_march(const double* rec, int64_t k, int64_t np, int64_t nblk, const double* t, double* state,
-                         const double* eo, int64_t qs, int64_t fs, double* out, int64_t ks, int64_t ps) {
-  for (; k + K <= np; k += K)
-    analysis_pair_chunk<FB, K>(rec + 2 * k, nblk, t, state, eo, qs, fs, out + k * ks, ks, ps);
-  if constexpr (K > 1) analysis_pair_march<FB, K / 2>(rec, k, np, nblk, t, state, eo, qs, fs, out, ks, ps);
+                         const double* eo, int64_t qs, int64_t fs, PairOut<FB>& po) {
+  for (; k + K <= np; k += K) analysis_pair_chunk<FB, K>(rec + 2 * k, k, nblk, t, state, eo, qs, fs, po);
+  if constexpr (K > 1) analysis_pair_march<FB, K / 2>(rec, k, np, nblk, t, state, eo, qs, fs, po);
 }
 
 // The analysis without AVX-512 (analyse_order): one block marches all degrees and adds into
@@ -296,6 +318,22 @@ double* aligned_doubles(std::vector<double>& v, size_t n) {
   return v.data() + (kAlign - misalign) % kAlign;
 }
 
+// Where a chunk's row values lie in ChunkScratch::rows: quantity q of field b of the chunk's k-th
+// order at k row_block + (4 b + q) n_pad. n_pad (at least the rows plus a block of padding) is an
+// odd number of 64-byte lines and row_block one line more than its 4 B n_pad values, so that the
+// 4 B K rows the gather and the scatter walk in step start in different L1 sets. (With whole
+// kilobytes, as n_pad = 128 at legendre-gauss 180x360, those rows sat 4 KB apart, 32 of them in one
+// 8-way set, and the gather missed L1 on every write: a fifth of the analysis.)
+struct RowLayout {
+  int64_t n_pad, row_block;
+};
+RowLayout row_layout(int64_t n_even, int64_t B) {
+  int64_t lines = (n_even + kRows + kLanes - 1) / kLanes;
+  if (lines % 2 == 0) ++lines;
+  const int64_t n_pad = lines * kLanes;
+  return {n_pad, B * 4 * n_pad + kLanes};
+}
+
 // Orders are processed in chunks of kChunk consecutive m: the grid and spectral arrays hold m
 // fastest, so a chunk reads or writes kChunk adjacent values of each row (2-4 cache lines)
 // instead of one value per row and order, which with several fields cost more than the kernels
@@ -313,7 +351,7 @@ struct ChunkScratch {
   std::vector<double> pair_coef;  // synthesis: one order's pair coefficients [k][b][4]
   std::vector<double> out;     // analysis: [l - c0][k][b][2] results before the scatter
   std::vector<double> x, alpha, state;  // analysis: one order's x by block, x^2 (AVX-512) or alpha, march state
-  std::vector<double> acc;  // analysis: one order's pair sums G, H (AVX-512) or lane sums (without)
+  std::vector<double> acc;  // analysis without AVX-512: one order's lane sums
 };
 
 // Vectors of rows per synthesis call: with AVX-512 the sums of FB fields (4 FB V vectors), Y_k,
@@ -353,7 +391,8 @@ template <typename T>
 void to_latitude_chunk(const RecurrencePlan& p, const std::complex<T>* A, std::complex<T>* X, int64_t B, int64_t c0,
                        int64_t c1, ChunkScratch& ws) {
   const int64_t lmax = p.key.lmax, mmax = p.key.mmax, nlat = p.key.nlat, n_even = p.n_even;
-  const int64_t K = c1 - c0, n_pad = n_even + kRows, row_block = B * 4 * n_pad;
+  const auto [n_pad, row_block] = row_layout(n_even, B);
+  const int64_t K = c1 - c0;
   // The chunk's spectral values by degree, then order: [l - c0][m - c0][b][re/im], so that the gather
   // writes each row of A's orders in one run; order m's degree l - m is then `stride` apart from
   // its next, starting at coef_of(m).
@@ -370,7 +409,7 @@ void to_latitude_chunk(const RecurrencePlan& p, const std::complex<T>* A, std::c
         c[2 * B * (m - c0) + 1] = static_cast<double>(a[m].imag());
       }
     }
-  ws.rows.resize(static_cast<size_t>(K * row_block));  // rows j < first_row[m] are never read
+  double* const all_rows = aligned_doubles(ws.rows, static_cast<size_t>(K * row_block));  // rows j < first_row[m] are never read
   for (int64_t m = c0; m < c1; ++m) {
     const int64_t js = p.first_row[static_cast<size_t>(m)], np = p.pairs(m);
     const double* raw = coef_of(m);
@@ -378,7 +417,7 @@ void to_latitude_chunk(const RecurrencePlan& p, const std::complex<T>* A, std::c
     pair_coefficients(p, m, raw, stride, B, ws.pair_coef.data());
     const double* rec = p.pair_rec_of(m);
     const double seed_scale = p.pair_seed_scale[static_cast<size_t>(m)];
-    double* rows = ws.rows.data() + (m - c0) * row_block;
+    double* rows = all_rows + (m - c0) * row_block;
     auto tile = [&]<int FB>(int64_t b0) {
       constexpr int V = synth_vecs<FB>(), kRowsPerCall = V * kSynthLanes;
       for (int64_t r0 = js; r0 < n_even; r0 += kRows) {
@@ -446,7 +485,7 @@ void to_latitude_chunk(const RecurrencePlan& p, const std::complex<T>* A, std::c
           xn[m] = xs[m] = std::complex<T>(0, 0);
           continue;
         }
-        const double* o = ws.rows.data() + (m - c0) * row_block + b * 4 * n_pad + j;
+        const double* o = all_rows + (m - c0) * row_block + b * 4 * n_pad + j;
         const double e_re = o[0], e_im = o[n_pad];
         const double o_re = equator ? 0.0 : o[2 * n_pad], o_im = equator ? 0.0 : o[3 * n_pad];
         xn[m] = std::complex<T>(static_cast<T>(w * (e_re + o_re)), static_cast<T>(w * (e_im + o_im)));
@@ -472,8 +511,9 @@ constexpr bool kRegisterAnalysis = false;
 // across two lines costs about twice as much: this alignment made the analysis ~1.5x faster).
 template <typename T>
 double* analysis_rows(const RecurrencePlan& p, const std::complex<T>* X, int64_t B, int64_t c0, int64_t c1,
-                      int64_t n_pad, ChunkScratch& ws) {
-  const int64_t mmax = p.key.mmax, nlat = p.key.nlat, n_even = p.n_even, row_block = B * 4 * n_pad;
+                      RowLayout layout, ChunkScratch& ws) {
+  const int64_t mmax = p.key.mmax, nlat = p.key.nlat, n_even = p.n_even;
+  const auto [n_pad, row_block] = layout;
   double* const rows = aligned_doubles(ws.rows, static_cast<size_t>((c1 - c0) * row_block));
   int64_t j0 = n_even;
   for (int64_t m = c0; m < c1; ++m) {
@@ -529,8 +569,8 @@ void analyse_order_by_block(const RecurrencePlan& p, int64_t m, const double* ro
     }
 }
 
-// analyse_order with AVX-512: the pair march over all blocks, per field tile, into the sums G_k
-// (parity 0) and H_k (parity 1), then the Q-form sums of every degree (pair_ana). rows: E and x O.
+// analyse_order with AVX-512: the pair march over all blocks, per field tile, into the results of
+// every degree (PairOut). rows: E and x O.
 void analyse_order_in_registers(const RecurrencePlan& p, int64_t m, const double* rows, int64_t B, int64_t n_pad,
                                 const double* x, double* out, int64_t ostride, ChunkScratch& ws) {
   const int64_t n = p.key.lmax - m, n_even = p.n_even, js = p.first_row[static_cast<size_t>(m)];
@@ -540,38 +580,20 @@ void analyse_order_in_registers(const RecurrencePlan& p, int64_t m, const double
   const double* seed = p.seed.data() + m * n_even;
   const double seed_scale = p.pair_seed_scale[static_cast<size_t>(m)];
   double* const state = aligned_doubles(ws.state, static_cast<size_t>(nblk * 2 * kRows));
-  ws.acc.resize(static_cast<size_t>(np * 4 * B));  // [k][parity][b][re/im]
-  double* const gh = ws.acc.data();
   for_field_tiles(B, [&]<int FB>(int64_t b0) {
     // (Y_{-1}, Y_0) = (0, seed_scale Pbar_m^m) per block, zero past the last row. (Straight loops:
-    // at one field this set-up and the conversion below ran once per order for about a tenth of the
-    // kernel's work, and written with a branch per row they cost a fifth of it.)
+    // at one field this set-up ran once per order for about a tenth of the kernel's work, and
+    // written with a branch per row it cost a fifth of it.)
     std::fill_n(state, nblk * 2 * kRows, 0.0);
     for (int64_t blk = 0; blk < nblk; ++blk) {
       const int64_t j0 = js + blk * kRows, nr = std::min<int64_t>(kRows, n_even - j0);
       double* y0 = state + blk * 2 * kRows + kRows;
       for (int64_t r = 0; r < nr; ++r) y0[r] = seed_scale * seed[j0 + r];
     }
+    PairOut<FB> po{p.pair_ana_of(m), out + 2 * b0, ostride, n, {}};
     analysis_pair_march<FB, analysis_pairs<FB>()>(p.pair_rec_of(m), 0, np, nblk, t, state, rows + b0 * 4 * n_pad, n_pad,
-                                                  4 * n_pad, gh + 2 * b0, 4 * B, 2 * B);
+                                                  4 * n_pad, po);
   });
-  // The results: degree m + 2k from G_k and G_{k-1}, degree m + 2k + 1 from H_k.
-  const double* ana = p.pair_ana_of(m);
-  const int64_t w = 2 * B;
-  for (int64_t k = 0; k < np; ++k) {
-    const double* g = gh + k * 2 * w;
-    const double* h = g + w;
-    double* even = out + 2 * k * ostride;
-    const double c0 = ana[3 * k], c1 = ana[3 * k + 1], c2 = ana[3 * k + 2];
-    if (k == 0) {
-      for (int64_t i = 0; i < w; ++i) even[i] = c0 * g[i];
-    } else {
-      const double* g_prev = g - 2 * w;
-      for (int64_t i = 0; i < w; ++i) even[i] = c0 * g[i] + c1 * g_prev[i];
-    }
-    if (2 * k + 1 < n)
-      for (int64_t i = 0; i < w; ++i) even[ostride + i] = c2 * h[i];
-  }
 }
 
 // Order m of the analysis: out[(l - m) ostride + 2b + re/im] = factor_l sum_j Pbar_l(x_j) (E or O of field b
@@ -613,14 +635,14 @@ template <typename T>
 void to_degree_chunk(const RecurrencePlan& p, const std::complex<T>* X, std::complex<T>* A, int64_t B, int64_t c0,
                      int64_t c1, ChunkScratch& ws) {
   const int64_t lmax = p.key.lmax, mmax = p.key.mmax;
-  const int64_t n_pad = (p.n_even + kRows + kLanes - 1) / kLanes * kLanes;
-  const double* rows = analysis_rows(p, X, B, c0, c1, n_pad, ws);
+  const RowLayout layout = row_layout(p.n_even, B);
+  const double* rows = analysis_rows(p, X, B, c0, c1, layout, ws);
   // Results by degree, then order: [l - c0][m - c0][b][re/im], so that the scatter reads each
   // degree's orders in one run (by order first, it read 16 lines 20-60 KB apart per row of A).
   const int64_t K = c1 - c0, ostride = K * 2 * B;
   ws.out.resize(static_cast<size_t>((lmax - c0) * ostride));
   for (int64_t m = c0; m < c1; ++m)
-    analyse_order(p, m, rows + (m - c0) * B * 4 * n_pad, B, n_pad, ws.out.data() + (m - c0) * (ostride + 2 * B),
+    analyse_order(p, m, rows + (m - c0) * layout.row_block, B, layout.n_pad, ws.out.data() + (m - c0) * (ostride + 2 * B),
                   ostride, ws);
   // Scatter into A[b, l, c0 .. c1), zero where l < m.
   for (int64_t b = 0; b < B; ++b)

@@ -1,0 +1,35 @@
+// The SHT and its inverse on blocks of fields: the CPU path of sht / isht for a large batch when no
+// tape is recorded (inference, rollouts, evaluation). Internal to ops/sphere.
+//
+// Why: sht is rfft_lon then the Legendre analysis, each over the whole batch, so the longitude
+// coefficients between them (nlat x mmax complex values a field: 4 MB for 64 fields at 64x128)
+// go out to memory and come back. Run one block of fields at a time through both stages and
+// they stay in L2 (one buffer, reused); only the input and the result cross memory. At
+// legendre-gauss 64x128, 64 fields, one thread, that took 0.8x the time (ops/BENCHMARKS.md,
+// issue 33, "the SHT on blocks of fields"). The result is the same to the bit: each field goes
+// through the same kernels, which treat fields independently; only the Legendre path may differ,
+// chosen for the block's size (path.h), and both paths agree to rounding.
+//
+// With a tape (a field that requires grad or carries a tangent) the two stages stay two recorded
+// ops over the whole batch, as their backward expects.
+#pragma once
+#include "engine/tensor.h"
+#include "ops/sphere/sht.h"
+
+namespace gs::sphere::detail {
+
+// Fields per block: as many as keep a block's longitude coefficients (nlat x mmax complex values a
+// field) within the block bytes, and at least two (the on-the-fly kernels march the recurrence once
+// for two fields). The bytes: half of this machine's 1 MB L2 by default, leaving room for the rows
+// the kernels stream (256 KB to 1 MB measured alike at 64x128 and 180x360); settable for tests.
+inline constexpr int64_t kShtBlockBytes = int64_t{512} << 10;
+int64_t sht_fields_per_block(const ShtSpec& spec, DType real);
+int64_t set_sht_block_bytes(int64_t bytes);  // returns the previous setting (process-wide)
+
+// sht(x, spec) / isht(coeffs, spec) computed block by block, or an undefined tensor where that does
+// not apply (a device tensor, a composite path, a tape, or a batch that is one block). The
+// arguments are already checked.
+Tensor sht_in_blocks(const Tensor& x, const ShtSpec& spec);
+Tensor isht_in_blocks(const Tensor& coeffs, const ShtSpec& spec);
+
+}  // namespace gs::sphere::detail
