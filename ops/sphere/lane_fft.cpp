@@ -277,10 +277,10 @@ void store_real_lanes(const Lanes<R>* src, int64_t count, R* const (&rows)[kLane
 
 // Applies one stage from `in` to `out` (arrays of h Lanes). Inverse stages use conjugate twiddles
 // and roots. Radices 2, 3, 4 and 5 have dedicated butterflies; other odd primes a direct DFT.
-template <typename R, bool Inverse>
+template <typename R, bool Inverse, int kRadix>
 void run_stage(const LaneFftStage<R>& st, const Lanes<R>* in, Lanes<R>* out) {
   using V = Vec<R>;
-  const int r = st.radix;
+  const int r = kRadix > 0 ? kRadix : st.radix;  // a constant in the dedicated instantiations
   const int64_t span = st.span, s = st.stride, in_step = s * span;
   const R sgn = Inverse ? R(1) : R(-1);  // the sign of the exponent
   const R tw_sign = Inverse ? R(-1) : R(1);
@@ -368,25 +368,39 @@ void run_stage(const LaneFftStage<R>& st, const Lanes<R>* in, Lanes<R>* out) {
   }
 }
 
-// The length-h complex FFT of a group, in place in `buf` (scratch of the same size); unnormalised,
-// exponent sign - (forward) or + (Inverse).
-template <typename R, bool Inverse>
-void complex_fft(const LanePlan<R>& plan, Lanes<R>* buf, Lanes<R>* scratch) {
-  Lanes<R>* in = buf;
-  Lanes<R>* out = scratch;
-  for (const LaneFftStage<R>& st : plan.stages) {
-    run_stage<R, Inverse>(st, in, out);
-    std::swap(in, out);
-  }
-  if (in != buf) std::copy(in, in + plan.h, buf);
-}
-
 // Per-thread work buffers of a group (two arrays of h + 1 lane vectors: spectra reach m = h).
 template <typename R>
 struct GroupBuffers {
   explicit GroupBuffers(int64_t h) : a(static_cast<size_t>(h) + 1), b(static_cast<size_t>(h) + 1) {}
   std::vector<Lanes<R>> a, b;
 };
+
+// The length-h complex FFT of a group from `buf`, through `scratch` (the same size), both
+// overwritten; unnormalised, exponent sign - (forward) or + (Inverse). Returns the one of the two
+// that holds the result (stages alternate between them; copying an odd count's result back was
+// 2% of a 720x1440 SHT).
+template <typename R, bool Inverse>
+Lanes<R>* complex_fft(const LanePlan<R>& plan, Lanes<R>* buf, Lanes<R>* scratch) {
+  Lanes<R>* in = buf;
+  Lanes<R>* out = scratch;
+  for (const LaneFftStage<R>& st : plan.stages) {
+    switch (st.radix) {  // one instantiation per dedicated butterfly: its twiddles stay in registers
+      case 2: run_stage<R, Inverse, 2>(st, in, out); break;
+      case 3: run_stage<R, Inverse, 3>(st, in, out); break;
+      case 4: run_stage<R, Inverse, 4>(st, in, out); break;
+      case 5: run_stage<R, Inverse, 5>(st, in, out); break;
+      default: run_stage<R, Inverse, 0>(st, in, out); break;
+    }
+    std::swap(in, out);
+  }
+  return in;
+}
+
+// The other buffer of the group's pair.
+template <typename R>
+Lanes<R>* other_of(GroupBuffers<R>& g, const Lanes<R>* p) {
+  return p == g.a.data() ? g.b.data() : g.a.data();
+}
 
 bool is_edge(int64_t m, int64_t n) { return m == 0 || 2 * m == n; }
 
@@ -404,7 +418,7 @@ void rfft_group(const LanePlan<R>& plan, const R* x, std::complex<R>* X, int64_t
   for (int i = 0; i < L; ++i) out_rows[i] = reinterpret_cast<R*>(X + (r0 + std::min<int64_t>(i, nr - 1)) * M);
   if (n % 2 != 0) {  // odd n: the row's complex FFT, X[m] = w_m Z[m] (m = 0 is the only edge)
     load_real_lanes<R>(in_rows, z, n);
-    complex_fft<R, false>(plan, z, g.b.data());
+    z = complex_fft<R, false>(plan, z, g.b.data());
     for (int64_t m = 0; m < M; ++m) {
       const R w = m == 0 ? w_edge : w_int;
       z[m].re *= w, z[m].im *= w;
@@ -413,9 +427,9 @@ void rfft_group(const LanePlan<R>& plan, const R* x, std::complex<R>* X, int64_t
     return;
   }
   load_lanes<R>(in_rows, z, h);
-  complex_fft<R, false>(plan, z, g.b.data());
+  z = complex_fft<R, false>(plan, z, g.b.data());
   // With Zc = conj(Z[h - m]): E = (Z[m] + Zc) / 2, O = -i (Z[m] - Zc) / 2, X[m] = E + e^{-2 pi i m/n} O.
-  Lanes<R>* spec = g.b.data();
+  Lanes<R>* spec = other_of(g, z);
   for (int64_t m = 0; m < M; ++m) {
     const Lanes<R> zm = z[m % h], zc = z[(h - m % h) % h];
     const R wr = plan.rec_re[static_cast<size_t>(m)], wi = plan.rec_im[static_cast<size_t>(m)];
@@ -451,8 +465,7 @@ void irfft_group(const LanePlan<R>& plan, const std::complex<R>* X, R* x, int64_
         z[m] = {Y[m].re * w_int, Y[m].im * w_int};
       }
     }
-    complex_fft<R, true>(plan, z, g.b.data());
-    store_real_lanes<R>(z, n, out_rows, nr);
+    store_real_lanes<R>(complex_fft<R, true>(plan, z, g.b.data()), n, out_rows, nr);
     return;
   }
   // Even n: Y[m] (m <= h): w_edge Re X at the edges, w_int / 2 X inside (the Hermitian sum doubles
@@ -480,8 +493,7 @@ void irfft_group(const LanePlan<R>& plan, const std::complex<R>* X, R* x, int64_
     z[m].re = er - oi;
     z[m].im = ei + or_;
   }
-  complex_fft<R, true>(plan, z, g.b.data());
-  store_lanes<R>(z, h, out_rows, nr);
+  store_lanes<R>(complex_fft<R, true>(plan, z, g.b.data()), h, out_rows, nr);
 }
 
 }  // namespace
