@@ -22,8 +22,11 @@
 
 namespace gs::sphere::detail {
 
-// The largest prime factor the lane FFT handles (a direct DFT of that size per stage).
-inline constexpr int64_t kMaxRadix = 23;
+// The largest prime factor the lane FFT handles (a direct DFT of that size per stage, about r/4
+// multiply-adds per value and row). Up to 61 it still beats FFTW one row at a time: the 43-point
+// rows of an SFNO's internal grid at 64x128 (128 / 3 = 42.7 -> 43) took 0.46 us a row with FFTW
+// against ~0.1 in lanes (ops/sphere/NOTES.md, "Longitude FFT").
+inline constexpr int64_t kMaxRadix = 61;
 
 // Whether the lane FFT handles rows of length n >= 2: every prime factor of n/2 (even n) or of n
 // (odd n) <= kMaxRadix.

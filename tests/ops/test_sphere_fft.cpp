@@ -100,10 +100,11 @@ std::vector<c128> complexes(const Tensor& t) { return t.to_vector<c128>(); }
 using gs_test::error_of;
 using gs_test::contains;
 
-// Lengths of both kernels: the lane FFT (n/2 for even n, n for odd n, with prime factors up to 23:
-// 2 ... 360 with 38 = 2 x 19, and odd 3, 5, 15, 57 = 3 x 19, 85 = 5 x 17, 161 = 7 x 23) and FFTW
-// (1, or a prime factor above 23: 29, 58).
-const std::vector<int64_t> kSizes = {1, 2, 3, 4, 5, 8, 12, 14, 15, 29, 34, 38, 57, 58, 64, 85, 90, 161, 286, 360};
+// Lengths of both kernels: the lane FFT (n/2 for even n, n for odd n, with prime factors up to 61:
+// 2 ... 360 with 38 = 2 x 19, 58 = 2 x 29, 122 = 2 x 61, and odd 3, 5, 15, 29, 43, 57 = 3 x 19,
+// 61, 85 = 5 x 17, 161 = 7 x 23) and FFTW (1, or a prime factor above 61: 67, 134).
+const std::vector<int64_t> kSizes = {1,  2,  3,  4,  5,  8,   12,  14,  15,  29,  34,  38, 43,
+                                     57, 58, 61, 64, 67, 85,  90,  122, 134, 161, 286, 360};
 
 }  // namespace
 
@@ -282,12 +283,15 @@ TEST_CASE("fft: truncation keeps the first modes, zero-padding adds none, edge i
 }
 
 TEST_CASE("fft: gradcheck and gradgradcheck in f64") {
-  // Both engines: the lane FFT (5 to 8) and FFTW (n = 1, and 29 and 58, whose prime factor 29 is
-  // above the lane FFT's largest radix).
+  // Both engines: the lane FFT (5 to 8, and 29 and 58: a direct 29-point stage) and FFTW (n = 1,
+  // and 67 and 134, whose prime factor 67 is above the lane FFT's largest radix).
   CHECK(gs::sphere::detail::lane_fft_supports(8));
-  CHECK_FALSE(gs::sphere::detail::lane_fft_supports(29));
-  CHECK_FALSE(gs::sphere::detail::lane_fft_supports(58));
-  for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{6}, int64_t{7}, int64_t{8}, int64_t{29}, int64_t{58}}) {
+  CHECK(gs::sphere::detail::lane_fft_supports(29));
+  CHECK(gs::sphere::detail::lane_fft_supports(122));
+  CHECK_FALSE(gs::sphere::detail::lane_fft_supports(67));
+  CHECK_FALSE(gs::sphere::detail::lane_fft_supports(134));
+  for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{6}, int64_t{7}, int64_t{8}, int64_t{29}, int64_t{58}, int64_t{67},
+                    int64_t{134}}) {
     for (int64_t M : {std::min<int64_t>(2, n / 2 + 1), n / 2 + 1}) {
       CAPTURE(n);
       CAPTURE(M);
