@@ -592,11 +592,13 @@ void analyse_order_in_registers(const RecurrencePlan& p, int64_t m, const double
     // (Y_{-1}, Y_0) = (0, seed_scale Pbar_m^m) per block, zero past the last row. (Straight loops:
     // at one field this set-up ran once per order for about a tenth of the kernel's work, and
     // written with a branch per row it cost a fifth of it.)
-    std::fill_n(state, nblk * 2 * kRows, 0.0);
     for (int64_t blk = 0; blk < nblk; ++blk) {
       const int64_t j0 = js + blk * kRows, nr = std::min<int64_t>(kRows, n_even - j0);
-      double* y0 = state + blk * 2 * kRows + kRows;
+      double* const y_prev = state + blk * 2 * kRows;
+      double* const y0 = y_prev + kRows;
+      std::fill_n(y_prev, kRows, 0.0);
       for (int64_t r = 0; r < nr; ++r) y0[r] = seed_scale * seed[j0 + r];
+      std::fill_n(y0 + nr, kRows - nr, 0.0);
     }
     PairOut<FB> po{p.pair_ana_of(m), out + 2 * b0, ostride, n, {}};
     analysis_pair_march<FB, analysis_pairs<FB>()>(p.pair_rec_of(m), 0, np, nblk, t, state, rows + b0 * 4 * n_pad, n_pad,
