@@ -5,10 +5,11 @@
 // coefficients between them (nlat x mmax complex values a field: 4 MB for 64 fields at 64x128)
 // go out to memory and come back. Run one block of fields at a time through both stages and
 // they stay in L2 (one buffer, reused); only the input and the result cross memory. At
-// legendre-gauss 64x128, 64 fields, one thread, that took 0.8x the time (ops/BENCHMARKS.md,
-// issue 33, "the SHT on blocks of fields"). The result is the same to the bit: each field goes
-// through the same kernels, which treat fields independently; only the Legendre path may differ,
-// chosen for the block's size (path.h), and both paths agree to rounding.
+// legendre-gauss 64x128, 64 fields, one thread, sht took 0.84x the time and isht 0.76x
+// (ops/BENCHMARKS.md, "Issue 33, the last SHT steps"). The values are those of the two stages:
+// each field goes through the same kernels, which treat fields independently, so on a forced
+// Legendre path they are the same to the bit; the automatic path may pick the other kernels for a
+// block than for the whole batch (path.h), and the two agree to rounding.
 //
 // With a tape (a field that requires grad or carries a tangent) the two stages stay two recorded
 // ops over the whole batch, as their backward expects.
