@@ -373,7 +373,27 @@ Tensor irfft_lon(const Tensor& X, int64_t nlon) { return synthesis(X, nlon, {1.0
 
 namespace detail {
 
+namespace {
+
+// The checks the recorded ops make on their inputs, for the raw entries below: both contiguous on the
+// CPU, matching dtypes, the same rows, and 1 <= mmax <= nlon/2 + 1.
+void check_into(const char* op, const Tensor& real, const Tensor& spectral) {
+  const bool placed = real.defined() && spectral.defined() && real.device().type == DeviceType::cpu &&
+                      spectral.device().type == DeviceType::cpu && real.is_contiguous() && spectral.is_contiguous();
+  const bool typed = placed && is_floating(real.dtype()) && spectral.dtype() == complex_dtype(real.dtype());
+  const bool shaped = typed && real.dim() >= 1 && spectral.dim() == real.dim() && real.size(-1) >= 1 &&
+                      spectral.size(-1) >= 1 && spectral.size(-1) <= real.size(-1) / 2 + 1 &&
+                      real.numel() / real.size(-1) == spectral.numel() / spectral.size(-1);
+  GS_CHECK(shaped,
+           "{}: expected contiguous CPU tensors (rows, nlon) real and (rows, mmax) complex of one precision with "
+           "1 <= mmax <= nlon/2 + 1, got {} and {}",
+           op, real.meta_str(), spectral.meta_str());
+}
+
+}  // namespace
+
 void rfft_lon_into(const Tensor& x, const Tensor& out) {
+  check_into("rfft_lon_into", x, out);
   const int64_t n = x.size(-1), mmax = out.size(-1), rows = x.numel() / n;
   const double s = 2.0 * std::numbers::pi / static_cast<double>(n);
   dispatch_float(x.dtype(), "rfft_lon", [&]<typename R>() {
@@ -382,6 +402,7 @@ void rfft_lon_into(const Tensor& x, const Tensor& out) {
 }
 
 void irfft_lon_into(const Tensor& X, const Tensor& out) {
+  check_into("irfft_lon_into", out, X);
   const int64_t M = X.size(-1), nlon = out.size(-1), rows = X.numel() / M;
   dispatch_float(real_dtype(X.dtype()), "irfft_lon", [&]<typename R>() {
     synthesis_rows<R>(X.data<std::complex<R>>(), out.data<R>(), rows, nlon, M, 1.0, 2.0);

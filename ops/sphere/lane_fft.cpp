@@ -379,17 +379,17 @@ struct GroupBuffers {
 // in registers (rows of 128-1440 took 0.74-0.89x the time of one run_stage with the radix read at
 // run time; 43 points 0.76-0.89x, 21 points 0.62x).
 using kStageRadices = std::integer_sequence<int, 2, 3, 4, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61>;
-constexpr bool covers_primes_to_max_radix() {
-  int listed[] = {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61};
+template <int... P>
+constexpr bool lists_4_and_the_primes_to_max_radix(std::integer_sequence<int, P...>) {
   for (int p = 2; p <= kMaxRadix; ++p) {
-    bool prime = true, found = false;
+    bool prime = true;
     for (int d = 2; d * d <= p; ++d) prime = prime && p % d != 0;
-    for (int q : listed) found = found || q == p;
-    if (prime != found) return false;
+    if ((prime || p == 4) != ((P == p) || ...)) return false;
   }
   return true;
 }
-static_assert(covers_primes_to_max_radix(), "kStageRadices must list every prime up to kMaxRadix");
+static_assert(lists_4_and_the_primes_to_max_radix(kStageRadices{}),
+              "kStageRadices must list 4 and every prime up to kMaxRadix");
 
 template <typename R, bool Inverse, int... P>
 void run_any_stage(const LaneFftStage<R>& st, const Lanes<R>* in, Lanes<R>* out, std::integer_sequence<int, P...>) {

@@ -10,14 +10,17 @@
 
 #include <cmath>
 #include <complex>
+#include <string>
 #include <vector>
 
 #include "engine/autograd/grad_mode.h"
 #include "ops/ops.h"
 #include "ops/sphere/fft.h"
+#include "ops/sphere/legendre/contraction.h"
 #include "ops/sphere/legendre/path.h"
 #include "ops/sphere/sht.h"
 #include "ops/sphere/sht_blocks.h"
+#include "tests/test_util.h"
 
 namespace {
 
@@ -137,7 +140,31 @@ TEST_CASE("sht blocks: a tape keeps the two recorded stages; one block is the pl
   CHECK(gs::sphere::detail::sht_fields_per_block(s, DType::f64) == 2);
   gs::sphere::detail::set_sht_block_bytes(1);
   CHECK(gs::sphere::detail::sht_fields_per_block(s, DType::f64) == 2);
+  CHECK(gs_test::contains(gs_test::error_of([] { gs::sphere::detail::set_sht_block_bytes(0); }),
+                          "expected a positive number of bytes, got 0"));
   gs::sphere::detail::set_sht_block_bytes(10 * s.nlat * s.mmax * 8);
   CHECK(gs::sphere::detail::sht_fields_per_block(s, DType::f32) == 10);
   CHECK(gs::sphere::detail::sht_fields_per_block(s, DType::f64) == 5);
+}
+
+TEST_CASE("sht blocks: the unrecorded stage entries say what they expected") {
+  const ShtSpec s = gs::sphere::make_sht_spec(GridKind::legendre_gauss, 8, 16);
+  const Tensor x = gs::randn({3, s.nlat, s.nlon}, {63, 1}, DType::f64);
+  const std::string fft = gs_test::error_of([&] {
+    gs::sphere::detail::rfft_lon_into(x, gs::empty({3, s.nlat, s.nlon}, DType::c128));  // mmax > nlon/2 + 1
+  });
+  CHECK(gs_test::contains(fft, "rfft_lon_into: expected contiguous CPU tensors (rows, nlon) real and (rows, mmax)"));
+  CHECK(gs_test::contains(fft, "(3, 8, 16)"));
+  CHECK(gs_test::contains(gs_test::error_of([&] {
+                            gs::sphere::detail::irfft_lon_into(gs::empty({3, s.nlat, s.mmax}, DType::c64), x);
+                          }),
+                          "irfft_lon_into: expected"));  // mixed precisions
+  const gs::sphere::LegendreTableKey key{s.grid, s.nlat, s.lmax, s.mmax, s.norm, s.csphase,
+                                 gs::sphere::LegendreTableKind::analysis, DType::f64};
+  const Tensor X = gs::randn({3, s.nlat, s.mmax}, {63, 2}, DType::c128);
+  const std::string con = gs_test::error_of([&] {
+    gs::sphere::legendre::contract_into(X, {key}, gs::sphere::legendre::Direction::to_degree,
+                                        gs::empty({3, s.lmax + 1, s.mmax}, DType::c128));
+  });
+  CHECK(gs_test::contains(con, "contract_into: expected a contiguous c128 output of shape (3, 8, 8)"));
 }

@@ -193,7 +193,7 @@ Tensor contract(const Tensor& x, const TableRef& table, Direction dir) {
   return contract_with(x, ref, dir, Tables{});
 }
 
-bool contract_into(const Tensor& x, const TableRef& table, Direction dir, const Tensor& out) {
+void contract_into(const Tensor& x, const TableRef& table, Direction dir, const Tensor& out) {
   TableRef ref = table;
   ref.key = ref.key.canonical();
   int64_t batch = 0;
@@ -202,11 +202,12 @@ bool contract_into(const Tensor& x, const TableRef& table, Direction dir, const 
            "legendre contract_into: expected a contiguous {} output of shape {}, got {}", dtype_name(x.dtype()),
            shape_str(out_sizes), out.meta_str());
   const ContractionPath path = legendre_contraction_path(x, ref.key, batch, ref.components == Components::vector);
-  if (path != ContractionPath::cpu_table && path != ContractionPath::cpu_recurrence) return false;
-  if (out.numel() == 0) return true;
+  GS_CHECK(path == ContractionPath::cpu_table || path == ContractionPath::cpu_recurrence,
+           "legendre contract_into: expected data that takes a CPU path, got {} (path {})", x.meta_str(),
+           contraction_path_name(path));
+  if (out.numel() == 0) return;
   const Tables tabs = path == ContractionPath::cpu_table ? resolve(ref) : Tables{};
   run_cpu(x, ref, tabs, dir, out_sizes, path == ContractionPath::cpu_recurrence, out);
-  return true;
 }
 
 size_t table_bytes(const TableRef& table) {

@@ -37,9 +37,9 @@ struct TableRef {
 Tensor contract(const Tensor& x, const TableRef& table, Direction dir);
 
 // The contraction of `contract` written into `out` (contiguous, the result's shape and dtype) and
-// recorded nowhere, for composites that run it on blocks of fields under no tape: returns false,
-// doing nothing, where the contraction would not take a CPU path (path.h).
-bool contract_into(const Tensor& x, const TableRef& table, Direction dir, const Tensor& out);
+// recorded nowhere, for composites that run it on blocks of fields under no tape. Throws where the
+// contraction would not take a CPU path (path.h: a device tensor, a composite-path scope).
+void contract_into(const Tensor& x, const TableRef& table, Direction dir, const Tensor& out);
 
 // The bytes of the table(s) a contraction with `table` reads on the CPU (built if needed).
 size_t table_bytes(const TableRef& table);

@@ -427,7 +427,8 @@ void to_latitude_chunk(const RecurrencePlan& p, const std::complex<T>* A, std::c
         c[2 * B * (m - c0) + 1] = static_cast<double>(a[m].imag());
       }
     }
-  double* const all_rows = aligned_doubles(ws.rows, static_cast<size_t>(K * row_block));  // rows j < first_row[m] are never read
+  // Rows j < first_row[m] are never read.
+  double* const all_rows = aligned_doubles(ws.rows, static_cast<size_t>(K * row_block));
   for (int64_t m = c0; m < c1; ++m) {
     const int64_t js = p.first_row[static_cast<size_t>(m)], np = p.pairs(m);
     const double* raw = coef_of(m);
@@ -662,8 +663,8 @@ void to_degree_chunk(const RecurrencePlan& p, const std::complex<T>* X, std::com
   const int64_t K = c1 - c0, ostride = K * 2 * B;
   ws.out.resize(static_cast<size_t>((lmax - c0) * ostride));
   for (int64_t m = c0; m < c1; ++m)
-    analyse_order(p, m, rows + (m - c0) * layout.row_block, B, layout.n_pad, ws.out.data() + (m - c0) * (ostride + 2 * B),
-                  ostride, ws);
+    analyse_order(p, m, rows + (m - c0) * layout.row_block, B, layout.n_pad,
+                  ws.out.data() + (m - c0) * (ostride + 2 * B), ostride, ws);
   // Scatter into A[b, l, c0 .. c1), zero where l < m.
   for (int64_t b = 0; b < B; ++b)
     for (int64_t l = 0; l < lmax; ++l) {
