@@ -1,11 +1,11 @@
 // The unpacked GEMM of gemm_direct.h. The output is cut into tiles of kRows rows by kVecs vectors;
 // a tile's sums stay in registers while the depth runs, each step broadcasting one element of a
 // per row and loading kVecs vectors of b's row. a is read in place whichever way it is stored (its
-// rows, or its columns); b must have contiguous rows, so a b stored by columns (a transposed
-// weight in an input gradient) is copied once per call, which gemm_direct_suits allows only when b
-// is small. Tiles run panel by panel (kPanel column blocks, every row tile of the panel); the depth
-// is taken in chunks so that a panel's rows of b for one chunk stay in L2 while its row tiles use
-// them; a tile's sums go through c between chunks (exactly: a store and a load).
+// rows, or its columns). Tiles run panel by panel (kPanel column blocks, every row tile of the
+// panel) and the depth in chunks; a panel's rows of b for one chunk are copied into contiguous
+// column blocks first (PackedPanel: rows of a channels-first b lie a whole field apart and share
+// L2 sets in place), and a b stored by columns (a channels-first weight gradient) is transposed
+// into them. Each depth chunk's sums are added to c on their own.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
 // The tiles are sized for 512-bit vectors; GCC's tuning for AVX-512 CPUs defaults to 256.
 #pragma GCC target("prefer-vector-width=512")
@@ -33,12 +33,11 @@ constexpr int64_t kDepthChunk = 256;
 // runs of 2 KB per row brought it to 66-70 (128 x 64 x 65536; ops/BENCHMARKS.md). The panel's
 // rows of b (2 KB each) stay in L2 across its row tiles.
 constexpr int64_t kPanel = 8;
-constexpr int64_t kParallelWork = 64 * 64 * 64;  // multiply-adds below which one thread does it all
-// Elements of a column-major b worth copying: a weight matrix (up to 256 x 256). A weight gradient
-// over a coarse grid's points (64 x 3528 x 32: b is the input's 3528 x 32, transposed) spent as long
-// in the scalar copy as in the product, on one thread while the others waited; Eigen packs it
-// faster (1.0-1.9x, ops/BENCHMARKS.md).
-constexpr int64_t kSmallOperand = 256 * 256;
+// Row tiles per column block from which b's panel is copied (PackedPanel): the copy costs about
+// what one row tile's reads do, so with fewer tiles to share it the product reads b in place.
+constexpr int64_t kPackRowBlocks = 4;
+constexpr int64_t kParallelWork = 64 * 64 * 64;
+constexpr int64_t kTransposedOutput = 512 * 512;  // outputs a weight gradient's transposed copy may have  // multiply-adds below which one thread does it all
 
 template <typename T>
 using Vec = sphere::simd::Vec<T>;
@@ -59,15 +58,24 @@ struct Geometry {
   int64_t c_rs;
 };
 
-// Rows [i0, i0 + R) by vectors [j0, j0 + NV * lanes) of c, over depth [p0, p1). from_c: start from
-// c's values (accumulating, or a later depth chunk), else from zero.
+// How a tile's sums meet c: start from zero and store (the first depth chunk), start from c's values
+// and store (the first chunk when accumulating), or start from zero and add to c (every later chunk:
+// each chunk of kDepthChunk terms is summed on its own, so a weight gradient over 32768 points
+// carries the rounding of 256 + 128 additions per output, not of 32768 in a row).
+enum class Sums { fresh, from_c, added_to_c };
+
+inline Sums chunk_sums(int64_t p0, bool accumulate) {
+  return p0 > 0 ? Sums::added_to_c : accumulate ? Sums::from_c : Sums::fresh;
+}
+
+// Rows [i0, i0 + R) by vectors [j0, j0 + NV * lanes) of c, over depth [p0, p1).
 template <typename T, int R, int NV>
-void tile(const Geometry<T>& g, int64_t i0, int64_t j0, int64_t p0, int64_t p1, bool from_c) {
+void tile(const Geometry<T>& g, int64_t i0, int64_t j0, int64_t p0, int64_t p1, Sums sums) {
   constexpr int L = kLanes<T>;
   Vec<T> acc[R][NV];
   T* c = g.c + i0 * g.c_rs + j0;
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = from_c ? load(c + r * g.c_rs + v * L) : Vec<T>{};
+    for (int v = 0; v < NV; ++v) acc[r][v] = sums == Sums::from_c ? load(c + r * g.c_rs + v * L) : Vec<T>{};
   const T* a = g.a + i0 * g.a_rs;
   for (int64_t p = p0; p < p1; ++p) {
     const T* bp = g.b + p * g.b_rs + j0;
@@ -80,28 +88,123 @@ void tile(const Geometry<T>& g, int64_t i0, int64_t j0, int64_t p0, int64_t p1, 
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) store(c + r * g.c_rs + v * L, acc[r][v]);
+    for (int v = 0; v < NV; ++v) {
+      T* out = c + r * g.c_rs + v * L;
+      store(out, sums == Sums::added_to_c ? load(out) + acc[r][v] : acc[r][v]);
+    }
+}
+
+// One panel's rows of b for one depth chunk, copied into contiguous column blocks: block q's depth
+// step p at data[(q * depth + p - p0) * col_width]. In place, b's rows of a channels-first product
+// lie a whole field apart (128-256 KB, a multiple of L2's set period), so a panel's 64-128 runs of
+// 2 KB all fell into the same L2 sets and could not stay there while the row tiles passed over them:
+// 128 x 64 x 65536 ran at 66-70 GFLOP/s and 64 x 128 x 65536 at 45-49, against 92-97 on a product
+// that stays in cache (ops/BENCHMARKS.md). Copied once per panel and chunk, the runs are contiguous
+// and each tile reads its block as one stream.
+constexpr int64_t kPrefetchRows = 4;
+template <typename T>
+constexpr int64_t kLineElements = 64 / static_cast<int64_t>(sizeof(T));
+
+template <typename T>
+struct PackedPanel {
+  std::vector<T> data;
+  int64_t depth = 0;  // depth steps per block: the chunk's length
+
+  void fill(const Operand<T>& b, int64_t col_begin, int64_t col_end, int64_t p0, int64_t p1) {
+    constexpr int64_t col_width = kVecs * kLanes<T>;
+    depth = p1 - p0;
+    const int64_t blocks = (col_end - col_begin + col_width - 1) / col_width;
+    if (data.size() < static_cast<size_t>(blocks * depth * col_width))
+      data.resize(static_cast<size_t>(blocks * depth * col_width));
+    if (b.row_major)
+      fill_from_rows(b, col_begin, col_end, p0, p1, blocks);
+    else
+      fill_from_columns(b, col_begin, col_end, p0, p1, blocks);
+  }
+
+  // Row by row (each row's run read front to back), prefetching the run a few rows ahead: the rows
+  // come from memory, a whole field apart, and the copy waited on them.
+  void fill_from_rows(const Operand<T>& b, int64_t col_begin, int64_t col_end, int64_t p0, int64_t p1,
+                      int64_t blocks) {
+    constexpr int64_t col_width = kVecs * kLanes<T>;
+    for (int64_t p = p0; p < p1; ++p) {
+      const T* row = b.data + p * b.outer;
+      if (p + kPrefetchRows < p1)
+        for (int64_t j = col_begin; j < col_end; j += kLineElements<T>)
+          __builtin_prefetch(row + kPrefetchRows * b.outer + j);
+      for (int64_t q = 0; q < blocks; ++q) {
+        const int64_t j = col_begin + q * col_width, w = std::min(col_width, col_end - j);
+        std::memcpy(data.data() + (q * depth + p - p0) * col_width, row + j, w * sizeof(T));
+      }
+    }
+  }
+
+  // b stored by columns (a channels-first weight gradient: b is the input's points x channels, each
+  // channel's points contiguous): transposed lanes x lanes at a time in registers, the depth past
+  // the last whole vector one value at a time. The columns are whole vectors (gemm_direct's tail
+  // columns go through b_tail).
+  void fill_from_columns(const Operand<T>& b, int64_t col_begin, int64_t col_end, int64_t p0, int64_t p1,
+                         int64_t blocks) {
+    constexpr int L = kLanes<T>;
+    constexpr int64_t col_width = kVecs * L;
+    const int64_t p_vec = p0 + (p1 - p0) / L * L;
+    for (int64_t q = 0; q < blocks; ++q) {
+      const int64_t j_block = col_begin + q * col_width, w = std::min(col_width, col_end - j_block);
+      T* out = data.data() + q * depth * col_width;
+      for (int64_t jj = 0; jj < w; jj += L) {
+        const T* column = b.data + (j_block + jj) * b.outer;
+        for (int64_t p = p0; p < p_vec; p += L) {
+          Vec<T> v[L];
+          for (int r = 0; r < L; ++r) v[r] = load(column + r * b.outer + p);
+          sphere::simd::transpose_block<T>(v);
+          for (int r = 0; r < L; ++r) store(out + (p - p0 + r) * col_width + jj, v[r]);
+        }
+        for (int64_t p = p_vec; p < p1; ++p)
+          for (int r = 0; r < L; ++r) out[(p - p0) * col_width + jj + r] = column[r * b.outer + p];
+      }
+    }
+  }
+
+  // g for a tile of column block q over depth [0, depth): b is the block, a starts at the chunk's
+  // first depth step p0 and c at the block's first column j0 (so the tile's origin there is 0).
+  Geometry<T> block(const Geometry<T>& g, int64_t q, int64_t j0, int64_t p0) const {
+    constexpr int64_t col_width = kVecs * kLanes<T>;
+    Geometry<T> out = g;
+    out.a = g.a + p0 * g.a_cs;
+    out.b = data.data() + q * depth * col_width;
+    out.b_rs = col_width;
+    out.c = g.c + j0;
+    return out;
+  }
+};
+
+// Each thread's panel, kept between calls (up to 512 KB: allocating it per call faulted its pages
+// in every time).
+template <typename T>
+PackedPanel<T>& thread_panel() {
+  thread_local PackedPanel<T> panel;
+  return panel;
 }
 
 template <typename T, int R>
-void tile_rows(const Geometry<T>& g, int nv, int64_t i0, int64_t j0, int64_t p0, int64_t p1, bool from_c) {
+void tile_rows(const Geometry<T>& g, int nv, int64_t i0, int64_t j0, int64_t p0, int64_t p1, Sums sums) {
   switch (nv) {
-    case 1: return tile<T, R, 1>(g, i0, j0, p0, p1, from_c);
-    case 2: return tile<T, R, 2>(g, i0, j0, p0, p1, from_c);
-    case 3: return tile<T, R, 3>(g, i0, j0, p0, p1, from_c);
-    default: return tile<T, R, kVecs>(g, i0, j0, p0, p1, from_c);
+    case 1: return tile<T, R, 1>(g, i0, j0, p0, p1, sums);
+    case 2: return tile<T, R, 2>(g, i0, j0, p0, p1, sums);
+    case 3: return tile<T, R, 3>(g, i0, j0, p0, p1, sums);
+    default: return tile<T, R, kVecs>(g, i0, j0, p0, p1, sums);
   }
 }
 
 template <typename T>
-void any_tile(const Geometry<T>& g, int rows, int nv, int64_t i0, int64_t j0, int64_t p0, int64_t p1, bool from_c) {
+void any_tile(const Geometry<T>& g, int rows, int nv, int64_t i0, int64_t j0, int64_t p0, int64_t p1, Sums sums) {
   switch (rows) {
-    case 1: return tile_rows<T, 1>(g, nv, i0, j0, p0, p1, from_c);
-    case 2: return tile_rows<T, 2>(g, nv, i0, j0, p0, p1, from_c);
-    case 3: return tile_rows<T, 3>(g, nv, i0, j0, p0, p1, from_c);
-    case 4: return tile_rows<T, 4>(g, nv, i0, j0, p0, p1, from_c);
-    case 5: return tile_rows<T, 5>(g, nv, i0, j0, p0, p1, from_c);
-    default: return tile_rows<T, kRows>(g, nv, i0, j0, p0, p1, from_c);
+    case 1: return tile_rows<T, 1>(g, nv, i0, j0, p0, p1, sums);
+    case 2: return tile_rows<T, 2>(g, nv, i0, j0, p0, p1, sums);
+    case 3: return tile_rows<T, 3>(g, nv, i0, j0, p0, p1, sums);
+    case 4: return tile_rows<T, 4>(g, nv, i0, j0, p0, p1, sums);
+    case 5: return tile_rows<T, 5>(g, nv, i0, j0, p0, p1, sums);
+    default: return tile_rows<T, kRows>(g, nv, i0, j0, p0, p1, sums);
   }
 }
 
@@ -117,9 +220,20 @@ void tail_tile(const Geometry<T>& g, const T* b_tail, int64_t i0, int rows, int6
   for (int r = 0; r < rows; ++r)
     for (int j = 0; j < width; ++j) c_tail[r * L + j] = accumulate ? g.c[(i0 + r) * g.c_rs + j0 + j] : T(0);
   const Geometry<T> padded{g.a + i0 * g.a_rs, g.a_rs, g.a_cs, b_tail, L, c_tail, L};
-  any_tile(padded, rows, 1, 0, 0, 0, k, accumulate);
+  for (int64_t p0 = 0; p0 < k; p0 += kDepthChunk)
+    any_tile(padded, rows, 1, 0, 0, p0, std::min(k, p0 + kDepthChunk), chunk_sums(p0, accumulate));
   for (int r = 0; r < rows; ++r)
     for (int j = 0; j < width; ++j) g.c[(i0 + r) * g.c_rs + j0 + j] = c_tail[r * L + j];
+}
+
+// Whether gemm_direct runs a weight gradient (a by rows, b by columns, both along the depth) as its
+// transpose: when b has more columns than a has rows, transposing a into the panels is the smaller
+// copy (64 x 32768 x 128: 78 GFLOP/s directly), and the transposed output (m x n, small) goes
+// back through a scratch copy.
+template <typename T>
+bool transposed_suits(int64_t n, int64_t k, int64_t m, const Operand<T>& a, const Operand<T>& b) {
+  constexpr int64_t lanes = kLanes<T>;
+  return a.row_major && !b.row_major && m > n && n % lanes == 0 && n * m <= kTransposedOutput && k >= 4 * kDepthChunk;
 }
 
 }  // namespace
@@ -130,12 +244,10 @@ bool gemm_direct_suits(int64_t n, int64_t k, int64_t m, int64_t element_bytes, b
   // faster on the 64 x 32 x points products and as fast on an encoder from 3 channels; from depth
   // 64 on this kernel was faster (ops/BENCHMARKS.md).
   if (n < 1 || k <= 32 || m < lanes) return false;
-  // Copying a b stored by columns costs as much as a few output rows: not for a thin output (the
-  // weight gradient of a 3-channel decoder, n = 3, was 8 times slower than Eigen's).
+  // Transposing a b stored by columns costs as much as a few output rows: not for a thin output
+  // (the weight gradient of a 3-channel decoder, n = 3, was 8 times slower than Eigen's; gemm_dots
+  // takes it).
   if (!b_row_major && n < 16) return false;
-  // A b stored by columns is copied first: worth it only for a small one. (A larger one, a
-  // channels-first weight gradient, goes to gemm_dots when its output is thin, else to Eigen.)
-  if (!b_row_major && k * m > kSmallOperand) return false;
   if (m % lanes != 0 && m < 4 * lanes) return false;  // most of the output would be the scalar tail
   // Small depth (channel mixing forward and input gradient), or a small output (weight gradient):
   // then the operand Eigen would pack is the large one.
@@ -151,26 +263,31 @@ void gemm_direct(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b
       for (int64_t i = 0; i < n; ++i) std::fill(c + i * c_outer, c + i * c_outer + m, T(0));
     return;
   }
-  std::vector<T> b_rows;  // b with contiguous rows, when it is stored by columns
+  if (transposed_suits(n, k, m, a, b)) {
+    // c^T = b^T a^T: b^T has contiguous rows and a^T contiguous columns, so the same kernel takes it
+    // with the narrower operand (a, n rows) transposed into the panels instead of b (m columns).
+    std::vector<T> c_t(static_cast<size_t>(m * n));
+    gemm_direct<T>(c_t.data(), n, {b.data, true, b.outer}, {a.data, false, a.outer}, m, k, n, false);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) c[i * c_outer + j] = accumulate ? c[i * c_outer + j] + c_t[j * n + i] : c_t[j * n + i];
+    return;
+  }
+  // g.b is read in place only when b has contiguous rows and is not packed (below).
   Geometry<T> g{a.data, a.row_major ? a.outer : 1, a.row_major ? 1 : a.outer, b.data, b.outer, c, c_outer};
   const bool parallel = n * k * m >= kParallelWork && omp_get_max_threads() > 1 && !omp_in_parallel();
-  if (!b.row_major) {
-    b_rows.resize(static_cast<size_t>(k * m));
-    for (int64_t j = 0; j < m; ++j)
-      for (int64_t p = 0; p < k; ++p) b_rows[p * m + j] = b.data[j * b.outer + p];
-    g.b = b_rows.data();
-    g.b_rs = m;
-  }
   const int64_t m_vec = m / L * L;
   std::vector<T> b_tail;  // the columns past m_vec, zero-padded to one vector per depth step
   if (m_vec < m) {
     b_tail.assign(static_cast<size_t>(k * L), T(0));
     for (int64_t p = 0; p < k; ++p)
-      for (int64_t j = m_vec; j < m; ++j) b_tail[p * L + (j - m_vec)] = g.b[p * g.b_rs + j];
+      for (int64_t j = m_vec; j < m; ++j)
+        b_tail[p * L + (j - m_vec)] = b.row_major ? b.data[p * b.outer + j] : b.data[j * b.outer + p];
   }
   const int64_t col_width = kVecs * L;
   const int64_t col_blocks = (m_vec + col_width - 1) / col_width, row_blocks = (n + kRows - 1) / kRows;
   const int64_t tiles = col_blocks * row_blocks;
+  // A b stored by columns is always packed (transposed panel by panel).
+  const bool pack = !b.row_major || row_blocks >= kPackRowBlocks;
 #pragma omp parallel if (parallel)
   {
     // Each thread takes a contiguous run of tiles, panel by panel, so consecutive tiles share a's
@@ -178,8 +295,10 @@ void gemm_direct(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b
     // count.
     const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t t_begin = tiles * t / threads, t_end = tiles * (t + 1) / threads;
+    PackedPanel<T>& packed = thread_panel<T>();
     for (int64_t p0 = 0; p0 < k; p0 += kDepthChunk) {
       const int64_t p1 = std::min(k, p0 + kDepthChunk);
+      int64_t packed_panel = -1;
       for (int64_t tile_index = t_begin; tile_index < t_end; ++tile_index) {
         const int64_t per_panel = row_blocks * kPanel, panel = tile_index / per_panel, rem = tile_index % per_panel;
         const int64_t width = std::min(kPanel, col_blocks - panel * kPanel);  // column blocks in this panel
@@ -187,7 +306,15 @@ void gemm_direct(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b
         const int64_t i0 = ib * kRows, j0 = jb * col_width;
         const int rows = static_cast<int>(std::min<int64_t>(kRows, n - i0));
         const int nv = static_cast<int>(std::min<int64_t>(col_width, m_vec - j0) / L);
-        any_tile(g, rows, nv, i0, j0, p0, p1, accumulate || p0 > 0);
+        if (!pack) {
+          any_tile(g, rows, nv, i0, j0, p0, p1, chunk_sums(p0, accumulate));
+          continue;
+        }
+        if (panel != packed_panel) {
+          packed.fill(b, panel * kPanel * col_width, std::min(m_vec, (panel + 1) * kPanel * col_width), p0, p1);
+          packed_panel = panel;
+        }
+        any_tile(packed.block(g, jb - panel * kPanel, j0, p0), rows, nv, i0, 0, 0, p1 - p0, chunk_sums(p0, accumulate));
       }
     }
     if (m_vec < m) {

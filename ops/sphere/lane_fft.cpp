@@ -50,6 +50,7 @@ namespace {
 
 using simd::kLanes;  // rows per group: one 64-byte register of R
 using simd::Vec;
+using simd::transpose_block;
 
 // e^{i 2 pi num / den}, with num reduced mod den first so that the angle is exact in f64.
 std::complex<double> unit_root(int64_t num, int64_t den) {
@@ -133,38 +134,6 @@ inline Lanes<R> twiddled(Vec<R> vr, Vec<R> vi, R wr, R wi) {
 // A block of L rows x L reals (L/2 complex values per row) is moved with an in-register transpose:
 // L unaligned row loads (or stores) and log2(L) rounds of two-source shuffles, instead of L^2
 // scalar moves.
-
-// Transposes v (v[i][j] -> v[j][i]). Round b swaps bit b of the row index with bit b of the column
-// index; after all rounds every bit is swapped.
-template <typename R>
-inline void transpose_block(Vec<R> (&v)[kLanes<R>]) {
-  constexpr int L = kLanes<R>;
-#if defined(__GNUC__) && !defined(__clang__)
-  using Mask = simd::Index<R>;
-  auto round = [&]<int b>() {
-    Mask lo, hi;
-    for (int p = 0; p < L; ++p) {
-      lo[p] = (p & b) ? L + p - b : p;
-      hi[p] = (p & b) ? L + p : p + b;
-    }
-    for (int i = 0; i < L; ++i)
-      if ((i & b) == 0) {
-        const Vec<R> a = v[i], c = v[i + b];
-        v[i] = __builtin_shuffle(a, c, lo);
-        v[i + b] = __builtin_shuffle(a, c, hi);
-      }
-  };
-  round.template operator()<1>();
-  round.template operator()<2>();
-  round.template operator()<4>();
-  if constexpr (L == 16) round.template operator()<8>();
-#else
-  R t[L][L];
-  for (int i = 0; i < L; ++i)
-    for (int j = 0; j < L; ++j) t[j][i] = v[i][j];
-  for (int i = 0; i < L; ++i) std::memcpy(&v[i], t[i], sizeof(v[i]));
-#endif
-}
 
 // The first `count` (< L) values at p into a vector (the rest zero), and the first `count` lanes of
 // v to p: for the partial block at the end of a row. With AVX-512 one masked load or store (no

@@ -48,4 +48,38 @@ inline void store(T* p, const Vec<T>& v) {
   std::memcpy(p, &v, sizeof v);
 }
 
+// An L x L block in L registers, transposed in place (v[i][j] -> v[j][i]): log2(L) rounds of
+// two-source shuffles instead of L^2 scalar moves (the lane FFT's row loads and stores, the GEMM's
+// transposed panels). Round b swaps bit b of the row index with bit b of the column index; after
+// all rounds every bit is swapped.
+template <typename R>
+inline void transpose_block(Vec<R> (&v)[kLanes<R>]) {
+  constexpr int L = kLanes<R>;
+#if defined(__GNUC__) && !defined(__clang__)
+  using Mask = Index<R>;
+  auto round = [&]<int b>() {
+    Mask lo, hi;
+    for (int p = 0; p < L; ++p) {
+      lo[p] = (p & b) ? L + p - b : p;
+      hi[p] = (p & b) ? L + p : p + b;
+    }
+    for (int i = 0; i < L; ++i)
+      if ((i & b) == 0) {
+        const Vec<R> a = v[i], c = v[i + b];
+        v[i] = __builtin_shuffle(a, c, lo);
+        v[i + b] = __builtin_shuffle(a, c, hi);
+      }
+  };
+  round.template operator()<1>();
+  round.template operator()<2>();
+  round.template operator()<4>();
+  if constexpr (L == 16) round.template operator()<8>();
+#else
+  R t[L][L];
+  for (int i = 0; i < L; ++i)
+    for (int j = 0; j < L; ++j) t[j][i] = v[i][j];
+  for (int i = 0; i < L; ++i) std::memcpy(&v[i], t[i], sizeof(v[i]));
+#endif
+}
+
 }  // namespace gs::sphere::simd

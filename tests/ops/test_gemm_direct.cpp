@@ -98,6 +98,7 @@ const Case kCases[] = {
     {1, 1, 16},    {7, 5, 16},    {13, 64, 128}, {6, 3, 33},   {50, 300, 48},
     {64, 1000, 64}, {5, 257, 80}, {37, 16, 200}, {12, 128, 64}, {2, 600, 24},
     {13, 70, 1100}, {7, 300, 1030},  // more than one panel of column blocks, the last one partial
+    {16, 1100, 80}, {32, 1500, 40},  // a by rows, b by columns, m > n: run as the transposed product
 };
 
 }  // namespace
@@ -124,13 +125,20 @@ TEST_CASE_TEMPLATE("gemm_direct: the same bits at one and two threads", T, float
   omp_set_num_threads(before);
 }
 
+// The weight-gradient layout (a by rows, b by columns, transposed into the panels), accumulating:
+// directly and as the transposed product (m > n), several depth chunks with a partial last vector.
+TEST_CASE_TEMPLATE("gemm_direct: a weight gradient's bits at one and two threads", T, float, double) {
+  check_thread_independent<T>({Case{64, 4000, 96}, Case{32, 3000, 128}, Case{48, 2100, 70}}, Kernel::direct);
+}
+
 TEST_CASE("gemm_direct: which shapes take it") {
   CHECK(gemm_direct_suits(8192, 64, 128, 4, true));    // channel mixing, points first: forward
   CHECK(gemm_direct_suits(8192, 128, 64, 4, false));   // its input gradient (b: the weight, transposed)
   CHECK(gemm_direct_suits(64, 8192, 128, 4, true));    // its weight gradient
   CHECK(gemm_direct_suits(128, 64, 8192, 4, true));    // channels first: forward
   CHECK(gemm_direct_suits(8192, 64, 128, 8, true));
-  CHECK_FALSE(gemm_direct_suits(128, 8192, 64, 4, false));  // channels-first weight gradient: b large, by columns
+  CHECK(gemm_direct_suits(128, 8192, 64, 4, false));   // channels-first weight gradient: b transposed by panels
+  CHECK(gemm_direct_suits(64, 32768, 128, 4, false));  // the same with m > n: the transposed product
   CHECK_FALSE(gemm_direct_suits(8192, 64, 3, 4, true));      // a decoder to 3 channels: no whole vector
   CHECK_FALSE(gemm_direct_suits(3, 8192, 32, 4, false));     // that decoder's weight gradient: b copied for 3 rows
   CHECK_FALSE(gemm_direct_suits(8192, 64, 20, 4, true));     // mostly scalar tail
@@ -196,13 +204,15 @@ TEST_CASE_TEMPLATE("gemm_dots: rows 4 KiB apart", T, float, double) {
 
 // Products that neither unpacked kernel takes, split into two or more chunks with a shorter last
 // one, in each layout that reaches the split.
-const Case kSplitCases[] = {{33, 8192 + 100, 9}, {40, 3 * 4096, 20}, {64, 9000, 32}, {40, 3528, 20},
-                            {33, 5000, 70}};  // the last with n < m: partials of the transposed product
+const Case kSplitCases[] = {{33, 8192 + 100, 9}, {40, 3 * 4096, 20}, {64, 9000, 24}, {40, 3528, 20},
+                            {33, 5000, 40}};  // the last with n < m: partials of the transposed product
 
 TEST_CASE("depth split: which shapes take it") {
-  CHECK(gemm_depth_split_suits(64, 32768, 32));   // 64x128's MLP weight gradient
-  CHECK(gemm_depth_split_suits(128, 65536, 64));  // 128x256's
-  CHECK(gemm_depth_split_suits(32, 3528, 64));         // 64x128's coarse grid, two chunks
+  // The split's own rule (gemm_cpu::gemm asks it after gemm_direct and gemm_dots, which now take
+  // these three: the MLP weight gradients of 64x128 and 128x256, and 64x128's coarse grid).
+  CHECK(gemm_depth_split_suits(64, 32768, 32));
+  CHECK(gemm_depth_split_suits(128, 65536, 64));
+  CHECK(gemm_depth_split_suits(32, 3528, 64));
   CHECK_FALSE(gemm_depth_split_suits(64, 2047, 32));   // a short depth: Eigen alone
   CHECK_FALSE(gemm_depth_split_suits(1, 100000, 1));   // a dot product: too little work to share
   CHECK_FALSE(gemm_depth_split_suits(512, 65536, 512));  // a large output: Eigen splits that well
