@@ -240,10 +240,10 @@ bool transposed_suits(int64_t n, int64_t k, int64_t m, const Operand<T>& a, cons
 
 bool gemm_direct_suits(int64_t n, int64_t k, int64_t m, int64_t element_bytes, bool b_row_major) {
   const int64_t lanes = 64 / element_bytes;
-  // Depth up to 32: in a training step (operands from memory, not a warm cache) Eigen was 10-15%
-  // faster on the 64 x 32 x points products and as fast on an encoder from 3 channels; from depth
-  // 64 on this kernel was faster (ops/BENCHMARKS.md).
-  if (n < 1 || k <= 32 || m < lanes) return false;
+  // Depth under 16 (an encoder from 3 channels): memory-bound either way, and Eigen was faster at
+  // depth 4. Depth 32 came here once b's panels were copied: a 64x128 training step 5% faster at
+  // one thread, 13% at two (ops/BENCHMARKS.md; before that copy Eigen was 10-15% faster there).
+  if (n < 1 || k < 16 || m < lanes) return false;
   // Transposing a b stored by columns costs as much as a few output rows: not for a thin output
   // (the weight gradient of a 3-channel decoder, n = 3, was 8 times slower than Eigen's; gemm_dots
   // takes it).

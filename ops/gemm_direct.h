@@ -21,7 +21,7 @@
 namespace gs::gemm_cpu {
 
 // Whether gemm_direct is used for c (n x m) = a (n x k) @ b (k x m) of this element size: the
-// output has at least one whole vector per row, the depth is small but over 32 (forward, input
+// output has at least one whole vector per row, the depth is small but at least 16 (forward, input
 // gradient) or the output is small (weight gradient, where the depth is the number of points), and
 // a b stored by columns meets at least 16 rows of a.
 bool gemm_direct_suits(int64_t n, int64_t k, int64_t m, int64_t element_bytes, bool b_row_major);

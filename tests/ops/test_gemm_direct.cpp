@@ -144,7 +144,8 @@ TEST_CASE("gemm_direct: which shapes take it") {
   CHECK_FALSE(gemm_direct_suits(8192, 64, 20, 4, true));     // mostly scalar tail
   CHECK_FALSE(gemm_direct_suits(1024, 1024, 1024, 4, true));  // large and square: Eigen's packed kernel
   CHECK_FALSE(gemm_direct_suits(0, 64, 128, 4, true));
-  CHECK_FALSE(gemm_direct_suits(8192, 32, 64, 4, true));  // depth 32: Eigen was faster inside a training step
+  CHECK(gemm_direct_suits(8192, 32, 64, 4, true));        // depth 32 (64x128's MLP)
+  CHECK_FALSE(gemm_direct_suits(8192, 8, 64, 4, true));   // depth under 16: Eigen
 }
 
 // Depths of one vector and less than one chunk, several chunks with a partial last vector; partial
