@@ -226,52 +226,11 @@ void tail_tile(const Geometry<T>& g, const T* b_tail, int64_t i0, int rows, int6
     for (int j = 0; j < width; ++j) g.c[(i0 + r) * g.c_rs + j0 + j] = c_tail[r * L + j];
 }
 
-// Whether gemm_direct runs a weight gradient (a by rows, b by columns, both along the depth) as its
-// transpose: when b has more columns than a has rows, transposing a into the panels is the smaller
-// copy (64 x 32768 x 128: 78 GFLOP/s directly), and the transposed output (m x n, small) goes
-// back through a scratch copy.
+// c = a @ b (or c += when accumulating) by tiles, as the file's comment says; k > 0.
 template <typename T>
-bool transposed_suits(int64_t n, int64_t k, int64_t m, const Operand<T>& a, const Operand<T>& b) {
-  constexpr int64_t lanes = kLanes<T>;
-  return a.row_major && !b.row_major && m > n && n % lanes == 0 && n * m <= kTransposedOutput && k >= 4 * kDepthChunk;
-}
-
-}  // namespace
-
-bool gemm_direct_suits(int64_t n, int64_t k, int64_t m, int64_t element_bytes, bool b_row_major) {
-  const int64_t lanes = 64 / element_bytes;
-  // Depth under 16 (an encoder from 3 channels): memory-bound either way, and Eigen was faster at
-  // depth 4. Depth 32 came here once b's panels were copied: a 64x128 training step 5% faster at
-  // one thread, 13% at two (ops/BENCHMARKS.md; before that copy Eigen was 10-15% faster there).
-  if (n < 1 || k < 16 || m < lanes) return false;
-  // Transposing a b stored by columns costs as much as a few output rows: not for a thin output
-  // (the weight gradient of a 3-channel decoder, n = 3, was 8 times slower than Eigen's; gemm_dots
-  // takes it).
-  if (!b_row_major && n < 16) return false;
-  if (m % lanes != 0 && m < 4 * lanes) return false;  // most of the output would be the scalar tail
-  // Small depth (channel mixing forward and input gradient), or a small output (weight gradient):
-  // then the operand Eigen would pack is the large one.
-  return k <= 256 || (n <= 512 && m <= 512);
-}
-
-template <typename T>
-void gemm_direct(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64_t n, int64_t k, int64_t m,
-                 bool accumulate) {
+void direct_product(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64_t n, int64_t k, int64_t m,
+                    bool accumulate) {
   constexpr int L = kLanes<T>;
-  if (k == 0) {
-    if (!accumulate)
-      for (int64_t i = 0; i < n; ++i) std::fill(c + i * c_outer, c + i * c_outer + m, T(0));
-    return;
-  }
-  if (transposed_suits(n, k, m, a, b)) {
-    // c^T = b^T a^T: b^T has contiguous rows and a^T contiguous columns, so the same kernel takes it
-    // with the narrower operand (a, n rows) transposed into the panels instead of b (m columns).
-    std::vector<T> c_t(static_cast<size_t>(m * n));
-    gemm_direct<T>(c_t.data(), n, {b.data, true, b.outer}, {a.data, false, a.outer}, m, k, n, false);
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < m; ++j) c[i * c_outer + j] = accumulate ? c[i * c_outer + j] + c_t[j * n + i] : c_t[j * n + i];
-    return;
-  }
   // g.b is read in place only when b has contiguous rows and is not packed (below).
   Geometry<T> g{a.data, a.row_major ? a.outer : 1, a.row_major ? 1 : a.outer, b.data, b.outer, c, c_outer};
   const bool parallel = n * k * m >= kParallelWork && omp_get_max_threads() > 1 && !omp_in_parallel();
@@ -326,6 +285,56 @@ void gemm_direct(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b
       }
     }
   }
+}
+
+// Whether gemm_direct runs a weight gradient (a by rows, b by columns, both along the depth) as its
+// transpose: when b has more columns than a has rows, transposing a into the panels is the smaller
+// copy (64 x 32768 x 128: 78 GFLOP/s directly, 92-95 as the transpose), and the transposed output
+// (m x n, small) goes back through a scratch copy. The transpose runs direct_product, which does not
+// ask again. (For a narrow output, 64 x 32768 x 32, the transpose was slower: 58-69 against 73-87:
+// four output vectors a tile do not pay for transposing twice the rows.)
+template <typename T>
+bool transposed_suits(int64_t n, int64_t k, int64_t m, const Operand<T>& a, const Operand<T>& b) {
+  constexpr int64_t lanes = kLanes<T>;
+  return a.row_major && !b.row_major && m > n && n % lanes == 0 && n * m <= kTransposedOutput && k >= 4 * kDepthChunk;
+}
+
+}  // namespace
+
+bool gemm_direct_suits(int64_t n, int64_t k, int64_t m, int64_t element_bytes, bool b_row_major) {
+  const int64_t lanes = 64 / element_bytes;
+  // Depth under 16 (an encoder from 3 channels): memory-bound either way, and Eigen was faster at
+  // depth 4. Depth 32 came here once b's panels were copied: a 64x128 training step 5% faster at
+  // one thread, 13% at two (ops/BENCHMARKS.md; before that copy Eigen was 10-15% faster there).
+  if (n < 1 || k < 16 || m < lanes) return false;
+  // Transposing a b stored by columns costs as much as a few output rows: not for a thin output
+  // (the weight gradient of a 3-channel decoder, n = 3, was 8 times slower than Eigen's; gemm_dots
+  // takes it).
+  if (!b_row_major && n < 16) return false;
+  if (m % lanes != 0 && m < 4 * lanes) return false;  // most of the output would be the scalar tail
+  // Small depth (channel mixing forward and input gradient), or a small output (weight gradient):
+  // then the operand Eigen would pack is the large one.
+  return k <= 256 || (n <= 512 && m <= 512);
+}
+
+template <typename T>
+void gemm_direct(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b, int64_t n, int64_t k, int64_t m,
+                 bool accumulate) {
+  if (k == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < n; ++i) std::fill(c + i * c_outer, c + i * c_outer + m, T(0));
+    return;
+  }
+  if (transposed_suits(n, k, m, a, b)) {
+    // c^T = b^T a^T: b^T has contiguous rows and a^T contiguous columns, so the same kernel takes it
+    // with the narrower operand (a, n rows) transposed into the panels instead of b (m columns).
+    std::vector<T> c_t(static_cast<size_t>(m * n));
+    direct_product<T>(c_t.data(), n, {b.data, true, b.outer}, {a.data, false, a.outer}, m, k, n, false);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) c[i * c_outer + j] = accumulate ? c[i * c_outer + j] + c_t[j * n + i] : c_t[j * n + i];
+    return;
+  }
+  direct_product<T>(c, c_outer, a, b, n, k, m, accumulate);
 }
 
 template void gemm_direct<float>(float*, int64_t, const Operand<float>&, const Operand<float>&, int64_t, int64_t,
