@@ -1,4 +1,4 @@
-// The unpacked GEMM of gemm_direct.h. The output is cut into tiles of kRows rows by kVecs vectors;
+// The register-tile GEMM of gemm_direct.h. The output is cut into tiles of kRows rows by kVecs vectors;
 // a tile's sums stay in registers while the depth runs, each step broadcasting one element of a
 // per row and loading kVecs vectors of b's row. a is read in place whichever way it is stored (its
 // rows, or its columns). Tiles run panel by panel (kPanel column blocks, every row tile of the
@@ -30,14 +30,14 @@ constexpr int64_t kDepthChunk = 256;
 // row tile across its columns. On a channels-first product over a whole field (b and c rows of
 // 65536 points, 256 KB apart), visiting one column block at a time read b and wrote c in 256-byte
 // runs per row, and the product ran at 55 GFLOP/s against 93 on a field that stays in cache;
-// runs of 2 KB per row brought it to 66-70 (128 x 64 x 65536; ops/BENCHMARKS.md). The panel's
-// rows of b (2 KB each) stay in L2 across its row tiles.
+// runs of 2 KB per row brought it to 66-70 (128 x 64 x 65536; ops/BENCHMARKS.md), and copying the
+// panel's rows (PackedPanel below) to 82-83.
 constexpr int64_t kPanel = 8;
 // Row tiles per column block from which b's panel is copied (PackedPanel): the copy costs about
 // what one row tile's reads do, so with fewer tiles to share it the product reads b in place.
 constexpr int64_t kPackRowBlocks = 4;
-constexpr int64_t kParallelWork = 64 * 64 * 64;
-constexpr int64_t kTransposedOutput = 512 * 512;  // outputs a weight gradient's transposed copy may have  // multiply-adds below which one thread does it all
+constexpr int64_t kParallelWork = 64 * 64 * 64;  // multiply-adds below which one thread does it all
+constexpr int64_t kTransposedOutput = 512 * 512;  // outputs a weight gradient's transposed copy may have
 
 template <typename T>
 using Vec = sphere::simd::Vec<T>;
@@ -101,10 +101,6 @@ void tile(const Geometry<T>& g, int64_t i0, int64_t j0, int64_t p0, int64_t p1, 
 // 128 x 64 x 65536 ran at 66-70 GFLOP/s and 64 x 128 x 65536 at 45-49, against 92-97 on a product
 // that stays in cache (ops/BENCHMARKS.md). Copied once per panel and chunk, the runs are contiguous
 // and each tile reads its block as one stream.
-constexpr int64_t kPrefetchRows = 4;
-template <typename T>
-constexpr int64_t kLineElements = 64 / static_cast<int64_t>(sizeof(T));
-
 template <typename T>
 struct PackedPanel {
   std::vector<T> data;
@@ -122,16 +118,14 @@ struct PackedPanel {
       fill_from_columns(b, col_begin, col_end, p0, p1, blocks);
   }
 
-  // Row by row (each row's run read front to back), prefetching the run a few rows ahead: the rows
-  // come from memory, a whole field apart, and the copy waited on them.
+  // Row by row, each row's run read front to back. (The copy waits on memory, 15-20% of a product
+  // over a whole field; prefetching rows ahead, or copying inside the first row tile, did not
+  // shorten it: ops/BENCHMARKS.md.)
   void fill_from_rows(const Operand<T>& b, int64_t col_begin, int64_t col_end, int64_t p0, int64_t p1,
                       int64_t blocks) {
     constexpr int64_t col_width = kVecs * kLanes<T>;
     for (int64_t p = p0; p < p1; ++p) {
       const T* row = b.data + p * b.outer;
-      if (p + kPrefetchRows < p1)
-        for (int64_t j = col_begin; j < col_end; j += kLineElements<T>)
-          __builtin_prefetch(row + kPrefetchRows * b.outer + j);
       for (int64_t q = 0; q < blocks; ++q) {
         const int64_t j = col_begin + q * col_width, w = std::min(col_width, col_end - j);
         std::memcpy(data.data() + (q * depth + p - p0) * col_width, row + j, w * sizeof(T));
