@@ -96,11 +96,11 @@ void tile(const Geometry<T>& g, int64_t i0, int64_t j0, int64_t p0, int64_t p1, 
 
 // One panel's rows of b for one depth chunk, copied into contiguous column blocks: block q's depth
 // step p at data[(q * depth + p - p0) * col_width]. In place, b's rows of a channels-first product
-// lie a whole field apart (128-256 KB, a multiple of L2's set period), so a panel's 64-128 runs of
-// 2 KB all fell into the same L2 sets and could not stay there while the row tiles passed over them:
-// 128 x 64 x 65536 ran at 66-70 GFLOP/s and 64 x 128 x 65536 at 45-49, against 92-97 on a product
-// that stays in cache (ops/BENCHMARKS.md). Copied once per panel and chunk, the runs are contiguous
-// and each tile reads its block as one stream.
+// lie a whole field apart (128-256 KB, a multiple of L2's set period): on the 2 MB pages of the
+// library's tensors a panel's 64-128 runs of 2 KB fall into the same L2 sets, on 4 KB pages each
+// run is a TLB miss. Copied once per panel and chunk, the runs are contiguous and each tile reads its
+// block as one stream: 3-5% on tensors, 45-49 -> 70 GFLOP/s (64 x 128 x 65536) on 4 KB pages
+// (ops/BENCHMARKS.md). A b stored by columns has to be transposed for the tiles anyway.
 template <typename T>
 struct PackedPanel {
   std::vector<T> data;
