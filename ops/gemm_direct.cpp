@@ -1,7 +1,8 @@
 // The register-tile GEMM of gemm_direct.h. The output is cut into tiles of kRows rows by kVecs vectors;
 // a tile's sums stay in registers while the depth runs, each step broadcasting one element of a
 // per row and loading kVecs vectors of b's row. a is read in place whichever way it is stored (its
-// rows, or its columns). Tiles run panel by panel (kPanel column blocks, every row tile of the
+// rows, or its columns; a weight gradient run as its transpose copies a into the panels as b^T's
+// role). Tiles run panel by panel (kPanel column blocks, every row tile of the
 // panel) and the depth in chunks; a panel's rows of b for one chunk are copied into contiguous
 // column blocks first (PackedPanel: rows of a channels-first b lie a whole field apart and share
 // L2 sets in place), and a b stored by columns (a channels-first weight gradient) is transposed

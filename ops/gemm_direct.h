@@ -1,5 +1,5 @@
-// Real GEMMs that read a where it is and copy only panels of b, for products with a small
-// dimension: the per-point channel mixings of an SFNO (its MLPs, encoder and decoder), where
+// Real GEMMs that read a where it is and copy b panel by panel (a weight gradient run as its
+// transpose swaps the two roles), for products with a small dimension: the per-point channel mixings of an SFNO (its MLPs, encoder and decoder), where
 // (points x C) meets (C x C') in forward and in the input gradient, and (C x points) meets
 // (points x C') in the weight gradient (gemm_direct; gemm_dots for a thin weight gradient, when
 // the points are contiguous in both). Eigen packs the large operand on every such call, which was a

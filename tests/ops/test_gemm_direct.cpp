@@ -1,4 +1,4 @@
-// The unpacked GEMM (ops/gemm_direct.h) against a naive long-double product: every layout of a and
+// The register-tile GEMM (ops/gemm_direct.h) against a naive long-double product: every layout of a and
 // b, accumulation, a strided c, depths longer than one chunk, partial row and column tiles and a
 // column tail past the last whole vector; results independent of the thread count; which shapes take it.
 // The dot-product kernel (gemm_dots, a by rows and b by columns) the same way, and the depth split
@@ -126,9 +126,12 @@ TEST_CASE_TEMPLATE("gemm_direct: the same bits at one and two threads", T, float
 }
 
 // The weight-gradient layout (a by rows, b by columns, transposed into the panels), accumulating:
-// directly and as the transposed product (m > n), several depth chunks with a partial last vector.
+// as the transposed product (m > n, n whole vectors: the first three) and directly (m < n; n not
+// whole vectors, with a column tail), several depth chunks with a partial last vector.
 TEST_CASE_TEMPLATE("gemm_direct: a weight gradient's bits at one and two threads", T, float, double) {
-  check_thread_independent<T>({Case{64, 4000, 96}, Case{32, 3000, 128}, Case{48, 2100, 70}}, Kernel::direct);
+  check_thread_independent<T>({Case{64, 4000, 96}, Case{32, 3000, 128}, Case{48, 2100, 70}, Case{96, 4000, 64},
+                               Case{40, 2100, 70}},
+                              Kernel::direct);
 }
 
 TEST_CASE("gemm_direct: which shapes take it") {
@@ -166,7 +169,7 @@ TEST_CASE_TEMPLATE("gemm_dots: the same bits at one and two threads", T, float, 
 TEST_CASE("gemm_dots: which shapes take it") {
   CHECK(gemm_dots_suits(3, 65536, 67, true, false));   // a 3-channel decoder's weight gradient, g @ x^T
   CHECK(gemm_dots_suits(64, 65536, 3, true, false));   // an encoder's from 3 channels
-  CHECK(gemm_dots_suits(16, 2048, 64, true, false));
+  CHECK(gemm_dots_suits(16, 2048, 64, true, false));  // (gemm_cpu::gemm gives it to gemm_direct, asked first)
   CHECK_FALSE(gemm_dots_suits(128, 65536, 64, true, false));  // balanced: Eigen is as fast
   CHECK_FALSE(gemm_dots_suits(16, 924, 64, true, false));     // a short depth: Eigen was faster
   CHECK_FALSE(gemm_dots_suits(3, 65536, 64, true, true));     // b by rows: gemm_direct
@@ -203,10 +206,12 @@ TEST_CASE_TEMPLATE("gemm_dots: rows 4 KiB apart", T, float, double) {
   omp_set_num_threads(before);
 }
 
-// Products that neither unpacked kernel takes, split into two or more chunks with a shorter last
-// one, in each layout that reaches the split.
+// Products that neither gemm_direct nor gemm_dots takes in f32, split into two or more chunks with a
+// shorter last one, in each layout that reaches the split. (In f64, whose vectors are 8 wide,
+// gemm_direct takes the 24- and 40-column ones; the last case, over 512 columns, is split in both.)
 const Case kSplitCases[] = {{33, 8192 + 100, 9}, {40, 3 * 4096, 20}, {64, 9000, 24}, {40, 3528, 20},
-                            {33, 5000, 40}};  // the last with n < m: partials of the transposed product
+                            {33, 5000, 40},  // n < m: partials of the transposed product
+                            {33, 2048, 520}};  // the same in f64 too
 
 TEST_CASE("depth split: which shapes take it") {
   // The split's own rule (gemm_cpu::gemm asks it after gemm_direct and gemm_dots, which now take
@@ -222,6 +227,8 @@ TEST_CASE("depth split: which shapes take it") {
     CHECK_FALSE(gemm_direct_suits(cs.n, cs.k, cs.m, 4, false));
     CHECK(gemm_depth_split_suits(cs.n, cs.k, cs.m));
   }
+  const Case& both = std::end(kSplitCases)[-1];
+  for (bool b_row : {false, true}) CHECK_FALSE(gemm_direct_suits(both.n, both.k, both.m, 8, b_row));
 }
 
 TEST_CASE_TEMPLATE("depth split: against a naive product", T, float, double) {
