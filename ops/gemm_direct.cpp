@@ -326,7 +326,10 @@ void gemm_direct(T* c, int64_t c_outer, const Operand<T>& a, const Operand<T>& b
     std::vector<T> c_t(static_cast<size_t>(m * n));
     direct_product<T>(c_t.data(), n, {b.data, true, b.outer}, {a.data, false, a.outer}, m, k, n, false);
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < m; ++j) c[i * c_outer + j] = accumulate ? c[i * c_outer + j] + c_t[j * n + i] : c_t[j * n + i];
+      for (int64_t j = 0; j < m; ++j) {
+        T& out = c[i * c_outer + j];
+        out = accumulate ? out + c_t[j * n + i] : c_t[j * n + i];
+      }
     return;
   }
   direct_product<T>(c, c_outer, a, b, n, k, m, accumulate);

@@ -1,8 +1,8 @@
 // Real GEMMs that read a where it is and copy b panel by panel (a weight gradient run as its
-// transpose swaps the two roles), for products with a small dimension: the per-point channel mixings of an SFNO (its MLPs, encoder and decoder), where
-// (points x C) meets (C x C') in forward and in the input gradient, and (C x points) meets
-// (points x C') in the weight gradient (gemm_direct; gemm_dots for a thin weight gradient, when
-// the points are contiguous in both). Eigen packs the large operand on every such call, which was a
+// transpose swaps the two roles), for products with a small dimension: the per-point channel
+// mixings of an SFNO (its MLPs, encoder and decoder), where (points x C) meets (C x C') in forward
+// and in the input gradient, and (C x points) meets (points x C') in the weight gradient
+// (gemm_direct; gemm_dots for a thin weight gradient, when the points are contiguous in both). Eigen packs the large operand on every such call, which was a
 // quarter of its time in a 128x256 training step (models/BENCHMARKS.md). Internal to ops/:
 // gemm_cpu.cpp calls them for the shapes where gemm_direct_suits() / gemm_dots_suits() say so, and
 // splits the depth of the long products left to Eigen where gemm_depth_split_suits() says so.

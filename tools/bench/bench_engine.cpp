@@ -104,8 +104,8 @@ Row channel_mixing_row(int64_t cout, int64_t cin, int64_t points, bool weight_gr
   const std::string what = weight_gradient
                                ? fmt::format("weight grad f32 {}x{} @ ({}x{})^T", cout, points, cin, points)
                                : fmt::format("channel mix f32 {}x{} @ {}x{}", cout, cin, cin, points);
-  return {what, fmt::format("{:.1f} GFLOP/s", flops / ours / 1e9), fmt::format("Eigen {:.1f} GFLOP/s", flops / eigen / 1e9),
-          fmt::format("{:.2f}x", eigen / ours)};
+  return {what, fmt::format("{:.1f} GFLOP/s", flops / ours / 1e9),
+          fmt::format("Eigen {:.1f} GFLOP/s", flops / eigen / 1e9), fmt::format("{:.2f}x", eigen / ours)};
 }
 
 }  // namespace
