@@ -43,6 +43,8 @@ constexpr int kRows = 32;
 constexpr int kLanes = 8;  // doubles per analysis accumulator (Lanes): the block's rows mod 8
 // Below this many multiply-adds a contraction stays on the calling thread.
 constexpr int64_t kSerialWork = 1 << 18;
+// Fields per thread from which the threads split the fields rather than the orders (for_chunks).
+constexpr int64_t kFieldsPerThread = 16;
 
 // ---- kernels ----
 
@@ -277,10 +279,11 @@ void analysis_block(const double* alpha, int64_t m, int64_t lmax, const double* 
 
 // Field tiles: 2 fields (or the last 1) share one march of the recurrence. Wider tiles spill the
 // synthesis sums out of registers and were no faster (measured at 360 degrees, 4 and 8 fields).
+constexpr int64_t kFieldTile = 2;
 template <typename Fn>
 void for_field_tiles(int64_t batch, Fn&& fn) {
   int64_t b = 0;
-  for (; b + 2 <= batch; b += 2) fn.template operator()<2>(b);
+  for (; b + kFieldTile <= batch; b += kFieldTile) fn.template operator()<kFieldTile>(b);
   for (; b < batch; ++b) fn.template operator()<1>(b);
 }
 
@@ -681,29 +684,53 @@ void to_degree_chunk(const RecurrencePlan& p, const std::complex<T>* X, std::com
     }
 }
 
-// Runs `chunk(c0, c1, scratch)` over chunks of orders; chunks are independent, so results do not
-// depend on the split. Low m cost most (lmax - m degrees, fewest skipped rows) and go first.
+// Runs `chunk(c0, c1, f0, f1, scratch)` over chunks of orders [c0, c1) and fields [f0, f1). Each
+// field's result is computed the same way whatever the split, so results do not depend on it.
+//   - Many fields per thread: each thread takes a contiguous run of fields through every chunk
+//     (the rows the longitude FFT's split gave it, and no cache line of the output shared with the
+//     other threads); each thread then runs the recurrence itself, a few multiply-adds per degree
+//     and row against two per field.
+//   - Otherwise chunks of orders, dynamically; low m cost most (lmax - m degrees, fewest skipped
+//     rows) and go first.
 template <typename Fn>
 void for_chunks(const RecurrencePlan& p, int64_t batch, Fn&& chunk) {
   const LegendreTableKey& k = p.key;
-  const bool parallel = !omp_in_parallel() && batch * k.nlat * k.lmax * k.mmax >= kSerialWork;
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const bool parallel = threads > 1 && batch * k.nlat * k.lmax * k.mmax >= kSerialWork;
   const int64_t n_chunks = (k.mmax + kChunk - 1) / kChunk;
+  const bool by_fields = batch >= kFieldsPerThread * threads;
 #pragma omp parallel if (parallel)
   {
     ChunkScratch& ws = thread_scratch();
+    if (by_fields || !parallel) {
+      // Runs start on a field tile (for_field_tiles: pairs), so that every field keeps the
+      // partner it has on one thread: the second field of a pair does not get its bits alone.
+      const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t f0 = batch * t / nt / kFieldTile * kFieldTile;
+      const int64_t f1 = t + 1 == nt ? batch : batch * (t + 1) / nt / kFieldTile * kFieldTile;
+      for (int64_t c = 0; c < n_chunks && f1 > f0; ++c)
+        chunk(c * kChunk, std::min(k.mmax, (c + 1) * kChunk), f0, f1, ws);
+    } else {
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t c = 0; c < n_chunks; ++c) chunk(c * kChunk, std::min(k.mmax, (c + 1) * kChunk), ws);
+      for (int64_t c = 0; c < n_chunks; ++c) chunk(c * kChunk, std::min(k.mmax, (c + 1) * kChunk), 0, batch, ws);
+    }
   }
 }
 
 template <typename T>
 void to_degree_all(const RecurrencePlan& p, const std::complex<T>* X, std::complex<T>* A, int64_t B) {
-  for_chunks(p, B, [&](int64_t c0, int64_t c1, ChunkScratch& ws) { to_degree_chunk<T>(p, X, A, B, c0, c1, ws); });
+  const int64_t x_field = p.key.nlat * p.key.mmax, a_field = p.key.lmax * p.key.mmax;
+  for_chunks(p, B, [&](int64_t c0, int64_t c1, int64_t f0, int64_t f1, ChunkScratch& ws) {
+    to_degree_chunk<T>(p, X + f0 * x_field, A + f0 * a_field, f1 - f0, c0, c1, ws);
+  });
 }
 
 template <typename T>
 void to_latitude_all(const RecurrencePlan& p, const std::complex<T>* A, std::complex<T>* X, int64_t B) {
-  for_chunks(p, B, [&](int64_t c0, int64_t c1, ChunkScratch& ws) { to_latitude_chunk<T>(p, A, X, B, c0, c1, ws); });
+  const int64_t x_field = p.key.nlat * p.key.mmax, a_field = p.key.lmax * p.key.mmax;
+  for_chunks(p, B, [&](int64_t c0, int64_t c1, int64_t f0, int64_t f1, ChunkScratch& ws) {
+    to_latitude_chunk<T>(p, A + f0 * a_field, X + f0 * x_field, f1 - f0, c0, c1, ws);
+  });
 }
 
 }  // namespace

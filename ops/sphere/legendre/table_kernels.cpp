@@ -46,6 +46,8 @@ constexpr int kFieldsLat = 2;   // to_latitude: fields per register tile (two su
 constexpr int kChunkRows = 32;  // to_degree: rows whose D+/D- stay in L1 (16 KB of f64 at 4 fields)
 // Below this many multiply-adds a contraction stays on the calling thread.
 constexpr int64_t kSerialWork = 1 << 18;
+// Fields per thread from which the threads split the fields rather than the blocks of orders.
+constexpr int64_t kFieldsPerThread = 4;
 
 // The table's `orders` values at p, each duplicated into a re and an im lane.
 template <typename T>
@@ -293,38 +295,69 @@ void to_latitude_block(const BlockRef<T>& k, const std::complex<T>* A, std::comp
   });
 }
 
-// Runs block(k) over the table's blocks of orders; blocks are independent, so the split does not
-// change any result. Low orders cost most (lmax - m0 degrees, fewest skipped rows) and go first.
+// Runs block(k, f0, f1) over the table's blocks of orders k and fields [f0, f1). Each field's
+// result is computed the same way whatever the split, so the split does not change any result.
+//   - Many fields: each thread takes a contiguous run of fields through every block. The
+//     longitude FFT splits its rows (fields x latitudes) the same way, so a thread mostly reads
+//     the rows it wrote, and no cache line of the output is written by two threads. Split by
+//     blocks, the low orders' block was most of the work (an SFNO's 22 orders make three blocks:
+//     140 : 91 at two threads), every row was read by both threads and every output line written
+//     by both: with a tape, the 22 x 43 sht of 128 fields took 0.45 ms at two threads against
+//     0.26 at one; split by fields 0.14 (ops/BENCHMARKS.md).
+//   - Few fields (one large field): blocks of orders, dynamically; low orders cost most (lmax - m0
+//     degrees, fewest skipped rows) and go first.
 template <typename T>
 bool run_parallel(const LegendreTable& tab, int64_t batch) {
-  return !omp_in_parallel() && batch * tab.key.nlat * tab.key.lmax * tab.key.order_count() / 4 >= kSerialWork;
+  return !omp_in_parallel() && omp_get_max_threads() > 1 &&
+         batch * tab.key.nlat * tab.key.lmax * tab.key.order_count() / 4 >= kSerialWork;
 }
 
 template <typename T, typename Fn>
 void for_blocks(const LegendreTable& tab, int64_t batch, Fn&& block) {
   const T* values = tab.values.template data<T>();
   const int64_t n = tab.blocks();
-#pragma omp parallel for schedule(dynamic, 1) if (run_parallel<T>(tab, batch))
-  for (int64_t k = 0; k < n; ++k) block(block_ref<T>(tab, values, k));
+  if (!run_parallel<T>(tab, batch)) {
+    for (int64_t k = 0; k < n; ++k) block(block_ref<T>(tab, values, k), 0, batch);
+    return;
+  }
+  if (batch >= kFieldsPerThread * omp_get_max_threads()) {
+#pragma omp parallel
+    {
+      const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t f0 = batch * t / nt, f1 = batch * (t + 1) / nt;
+      for (int64_t k = 0; k < n && f1 > f0; ++k) block(block_ref<T>(tab, values, k), f0, f1);
+    }
+    return;
+  }
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t k = 0; k < n; ++k) block(block_ref<T>(tab, values, k), 0, batch);
 }
 
 }  // namespace
 
 void table_to_degree(const LegendreTable& tab, const std::complex<float>* X, std::complex<float>* A, int64_t batch) {
-  for_blocks<float>(tab, batch, [&](const BlockRef<float>& k) { to_degree_block<float>(k, X, A, batch); });
+  for_blocks<float>(tab, batch, [&](const BlockRef<float>& k, int64_t f0, int64_t f1) {
+    to_degree_block<float>(k, X + f0 * k.nlat * k.stride, A + f0 * k.lmax * k.stride, f1 - f0);
+  });
   zero_upper_orders<float>(tab, A, batch, run_parallel<float>(tab, batch));
 }
 void table_to_degree(const LegendreTable& tab, const std::complex<double>* X, std::complex<double>* A, int64_t batch) {
-  for_blocks<double>(tab, batch, [&](const BlockRef<double>& k) { to_degree_block<double>(k, X, A, batch); });
+  for_blocks<double>(tab, batch, [&](const BlockRef<double>& k, int64_t f0, int64_t f1) {
+    to_degree_block<double>(k, X + f0 * k.nlat * k.stride, A + f0 * k.lmax * k.stride, f1 - f0);
+  });
   zero_upper_orders<double>(tab, A, batch, run_parallel<double>(tab, batch));
 }
 void table_to_latitude(const LegendreTable& tab, const std::complex<float>* A, std::complex<float>* X,
                        int64_t batch) {
-  for_blocks<float>(tab, batch, [&](const BlockRef<float>& k) { to_latitude_block<float>(k, A, X, batch); });
+  for_blocks<float>(tab, batch, [&](const BlockRef<float>& k, int64_t f0, int64_t f1) {
+    to_latitude_block<float>(k, A + f0 * k.lmax * k.stride, X + f0 * k.nlat * k.stride, f1 - f0);
+  });
 }
 void table_to_latitude(const LegendreTable& tab, const std::complex<double>* A, std::complex<double>* X,
                        int64_t batch) {
-  for_blocks<double>(tab, batch, [&](const BlockRef<double>& k) { to_latitude_block<double>(k, A, X, batch); });
+  for_blocks<double>(tab, batch, [&](const BlockRef<double>& k, int64_t f0, int64_t f1) {
+    to_latitude_block<double>(k, A + f0 * k.lmax * k.stride, X + f0 * k.nlat * k.stride, f1 - f0);
+  });
 }
 
 }  // namespace gs::sphere
