@@ -42,8 +42,12 @@ struct LaneFftStage {
 template <typename R>
 struct LanePlan {
   int64_t n = 0, h = 0;
-  std::vector<LaneFftStage<R>> stages;
+  std::vector<LaneFftStage<R>> stages;      // forward; the inverse too for even n
+  std::vector<LaneFftStage<R>> inv_stages;  // odd n: the inverse's (the radices in the other order)
   std::vector<R> rec_re, rec_im;
+  const std::vector<LaneFftStage<R>>& stages_for(bool inverse) const {
+    return inverse && n % 2 != 0 ? inv_stages : stages;
+  }
 };
 
 namespace {
@@ -60,7 +64,7 @@ std::complex<double> unit_root(int64_t num, int64_t den) {
 }
 
 // Radices of h, largest power of 4 first, then 2, 3, 5, 7, ...; empty if a prime factor is above
-// kMaxRadix.
+// kMaxRadix. (An odd row's plan reorders them: stages_of.)
 std::vector<int> factor_radices(int64_t h, bool* ok) {
   std::vector<int> radices;
   *ok = true;
@@ -73,18 +77,11 @@ std::vector<int> factor_radices(int64_t h, bool* ok) {
 
 
 
+// The Stockham stages of a length-h transform with the radices in this order.
 template <typename R>
-std::shared_ptr<const LanePlan<R>> make_plan(int64_t n) {
-  auto plan = std::make_shared<LanePlan<R>>();
-  GS_CHECK(n >= 2, "lane FFT: expected a length n >= 2, got {}", n);
-  plan->n = n;
-  plan->h = n % 2 == 0 ? n / 2 : n;  // odd n: a complex FFT of the whole row
-  bool ok = false;
-  const std::vector<int> radices = factor_radices(plan->h, &ok);
-  GS_CHECK(ok, "lane FFT: length {} is not supported (expected n >= 2 with n/2 (even n) or n (odd n) free "
-                         "of primes above {})",
-           n, kMaxRadix);
-  int64_t len = plan->h, stride = 1;
+std::vector<LaneFftStage<R>> stages_of(int64_t h, const std::vector<int>& radices) {
+  std::vector<LaneFftStage<R>> stages;
+  int64_t len = h, stride = 1;
   for (int r : radices) {
     LaneFftStage<R> st{r, len / r, stride, {}, {}, {}, {}};
     for (int t = 0; t < r; ++t) {
@@ -98,9 +95,33 @@ std::shared_ptr<const LanePlan<R>> make_plan(int64_t n) {
         st.tw_re.push_back(static_cast<R>(w.real()));
         st.tw_im.push_back(static_cast<R>(w.imag()));
       }
-    plan->stages.push_back(std::move(st));
+    stages.push_back(std::move(st));
     len /= r;
     stride *= r;
+  }
+  return stages;
+}
+
+template <typename R>
+std::shared_ptr<const LanePlan<R>> make_plan(int64_t n) {
+  auto plan = std::make_shared<LanePlan<R>>();
+  GS_CHECK(n >= 2, "lane FFT: expected a length n >= 2, got {}", n);
+  plan->n = n;
+  plan->h = n % 2 == 0 ? n / 2 : n;  // odd n: a complex FFT of the whole row
+  bool ok = false;
+  const std::vector<int> radices = factor_radices(plan->h, &ok);
+  GS_CHECK(ok, "lane FFT: length {} is not supported (expected n >= 2 with n/2 (even n) or n (odd n) free "
+                         "of primes above {})",
+           n, kMaxRadix);
+  if (n % 2 == 0) {
+    plan->stages = stages_of<R>(plan->h, radices);
+  } else {
+    // An odd row is real going in (forward) and only its real part comes out (inverse): the
+    // largest prime's stage, most of the work, goes first forward and last in the inverse, where
+    // it reads or makes half the values (run_stage's RealEdge).
+    std::vector<int> largest_first(radices.rbegin(), radices.rend());
+    plan->stages = stages_of<R>(plan->h, largest_first);
+    plan->inv_stages = stages_of<R>(plan->h, radices);
   }
   for (int64_t m = 0; m <= plan->h && n % 2 == 0; ++m) {  // the even-length recombination only
     const std::complex<double> w = unit_root(-m, n);
@@ -243,10 +264,15 @@ void store_real_lanes(const Lanes<R>* src, int64_t count, R* const (&rows)[kLane
   }
 }
 
+// What a stage may assume at its edge (the direct DFT of a prime radix >= 7 uses it): nothing; that
+// its inputs are real (an odd row's first forward stage: half the multiply-adds); that only the
+// real parts of its outputs are read (an odd row's last inverse stage, span 1: half again).
+enum class RealEdge { none, input, output };
+
 // Applies one stage from `in` to `out` (arrays of h Lanes). Inverse stages use conjugate twiddles
 // and roots. Radices 2, 3, 4 and 5 have dedicated butterflies; other odd primes a direct DFT.
 // kRadix: the stage's radix (st.radix), a constant here (kStageRadices).
-template <typename R, bool Inverse, int kRadix>
+template <typename R, bool Inverse, int kRadix, RealEdge Edge = RealEdge::none>
 void run_stage(const LaneFftStage<R>& st, const Lanes<R>* in, Lanes<R>* out) {
   using V = Vec<R>;
   constexpr int r = kRadix;
@@ -301,6 +327,42 @@ void run_stage(const LaneFftStage<R>& st, const Lanes<R>* in, Lanes<R>* out) {
         put(2, b2r - sgn * d2i, b2i + sgn * d2r);
         put(3, b2r + sgn * d2i, b2i - sgn * d2r);
         put(4, b1r + sgn * d1i, b1i - sgn * d1r);
+      } else if constexpr (Edge != RealEdge::none) {
+        // The generic DFT below on real rows, with half its sums: cos_j = a_0 + sum_k cos t_k and
+        // sin_j = sum_k sin u_k, real.
+        //   input (Im a_k = 0): t_k, u_k real; y_j, y_{r-j} = cos_j +- sgn i sin_j, then twiddled.
+        //   output (only Re y read; the last stage: span 1, no twiddles): t_k's real part, u_k's
+        //   imaginary part; Re y_j, Re y_{r-j} = cos_j -+ sgn sin_j. The imaginary parts are not
+        //   written (store_real_lanes reads the real parts only).
+        constexpr bool in = Edge == RealEdge::input;
+        constexpr int kHalf = (r - 1) / 2;
+        V tr[kHalf], u[kHalf];
+        V y0r = a[0].re;
+        for (int k = 1; k <= kHalf; ++k) {
+          const Lanes<R>& ak = a[k * in_step];
+          const Lanes<R>& bk = a[(r - k) * in_step];
+          tr[k - 1] = ak.re + bk.re, u[k - 1] = in ? ak.re - bk.re : ak.im - bk.im;
+          y0r += tr[k - 1];
+        }
+        if constexpr (in) put(0, y0r, V{});
+        else y[0].re = y0r;
+        for (int j = 1; j <= kHalf; ++j) {
+          V cos_j = a[0].re, sin_j{};
+          int t = 0;  // j k mod r
+          for (int k = 1; k <= kHalf; ++k) {
+            t += j;
+            if (t >= r) t -= r;
+            cos_j += st.root_re[static_cast<size_t>(t)] * tr[k - 1];
+            sin_j += -st.root_im[static_cast<size_t>(t)] * u[k - 1];
+          }
+          if constexpr (in) {
+            put(j, cos_j, sgn * sin_j);
+            put(r - j, cos_j, -sgn * sin_j);
+          } else {
+            y[j * s].re = cos_j - sgn * sin_j;
+            y[(r - j) * s].re = cos_j + sgn * sin_j;
+          }
+        }
       } else {
         // Odd prime radix r <= kMaxRadix: y_j = sum_k a_k e^{sgn 2 pi i j k / r}. Pairing k with
         // r - k (t_k = a_k + a_{r-k}, u_k = a_k - a_{r-k}, k <= (r-1)/2) and j with r - j:
@@ -360,9 +422,20 @@ constexpr bool lists_4_and_the_primes_to_max_radix(std::integer_sequence<int, P.
 static_assert(lists_4_and_the_primes_to_max_radix(kStageRadices{}),
               "kStageRadices must list 4 and every prime up to kMaxRadix");
 
+// The stage with its real edge where the radix has a direct DFT to use it (forward: real inputs;
+// inverse: real outputs), as a plain stage otherwise.
+template <typename R, bool Inverse, int P>
+void run_stage_at_edge(const LaneFftStage<R>& st, const Lanes<R>* in, Lanes<R>* out, bool real_edge) {
+  if constexpr (P >= 7) {
+    if (real_edge) return run_stage<R, Inverse, P, Inverse ? RealEdge::output : RealEdge::input>(st, in, out);
+  }
+  run_stage<R, Inverse, P>(st, in, out);
+}
+
 template <typename R, bool Inverse, int... P>
-void run_any_stage(const LaneFftStage<R>& st, const Lanes<R>* in, Lanes<R>* out, std::integer_sequence<int, P...>) {
-  const bool ran = ((st.radix == P && (run_stage<R, Inverse, P>(st, in, out), true)) || ...);
+void run_any_stage(const LaneFftStage<R>& st, const Lanes<R>* in, Lanes<R>* out, bool real_edge,
+                   std::integer_sequence<int, P...>) {
+  const bool ran = ((st.radix == P && (run_stage_at_edge<R, Inverse, P>(st, in, out, real_edge), true)) || ...);
   GS_CHECK(ran, "lane FFT: internal error: no stage for radix {}", st.radix);
 }
 
@@ -370,12 +443,16 @@ void run_any_stage(const LaneFftStage<R>& st, const Lanes<R>* in, Lanes<R>* out,
 // overwritten; unnormalised, exponent sign - (forward) or + (Inverse). Returns the one of the two
 // that holds the result (stages alternate between them; copying an odd count's result back was
 // 2% of a 720x1440 SHT).
+// real_row (odd n only): the group holds real rows, so the first forward stage reads real inputs
+// and only the real parts of the last inverse stage's outputs are used.
 template <typename R, bool Inverse>
-Lanes<R>* complex_fft(const LanePlan<R>& plan, Lanes<R>* buf, Lanes<R>* scratch) {
+Lanes<R>* complex_fft(const LanePlan<R>& plan, Lanes<R>* buf, Lanes<R>* scratch, bool real_row = false) {
   Lanes<R>* in = buf;
   Lanes<R>* out = scratch;
-  for (const LaneFftStage<R>& st : plan.stages) {
-    run_any_stage<R, Inverse>(st, in, out, kStageRadices{});
+  const std::vector<LaneFftStage<R>>& stages = plan.stages_for(Inverse);
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const bool edge = real_row && (Inverse ? i + 1 == stages.size() : i == 0);
+    run_any_stage<R, Inverse>(stages[i], in, out, edge, kStageRadices{});
     std::swap(in, out);
   }
   return in;
@@ -403,7 +480,7 @@ void rfft_group(const LanePlan<R>& plan, const R* x, std::complex<R>* X, int64_t
   for (int i = 0; i < L; ++i) out_rows[i] = reinterpret_cast<R*>(X + (r0 + std::min<int64_t>(i, nr - 1)) * M);
   if (n % 2 != 0) {  // odd n: the row's complex FFT, X[m] = w_m Z[m] (m = 0 is the only edge)
     load_real_lanes<R>(in_rows, z, n);
-    z = complex_fft<R, false>(plan, z, g.b.data());
+    z = complex_fft<R, false>(plan, z, g.b.data(), /*real_row=*/true);
     for (int64_t m = 0; m < M; ++m) {
       const R w = m == 0 ? w_edge : w_int;
       z[m].re *= w, z[m].im *= w;
@@ -453,7 +530,7 @@ void irfft_group(const LanePlan<R>& plan, const std::complex<R>* X, R* x, int64_
         z[m] = {Y[m].re * w_int, Y[m].im * w_int};
       }
     }
-    store_real_lanes<R>(complex_fft<R, true>(plan, z, g.b.data()), n, out_rows, nr);
+    store_real_lanes<R>(complex_fft<R, true>(plan, z, g.b.data(), /*real_row=*/true), n, out_rows, nr);
     return;
   }
   // Even n: Y[m] (m <= h): w_edge Re X at the edges, w_int / 2 X inside (the Hermitian sum doubles
