@@ -64,7 +64,7 @@ std::complex<double> unit_root(int64_t num, int64_t den) {
 }
 
 // Radices of h, largest power of 4 first, then 2, 3, 5, 7, ...; empty if a prime factor is above
-// kMaxRadix. (An odd row's plan reorders them: stages_of.)
+// kMaxRadix. (An odd row's plan reorders them: make_plan.)
 std::vector<int> factor_radices(int64_t h, bool* ok) {
   std::vector<int> radices;
   *ok = true;
@@ -118,7 +118,8 @@ std::shared_ptr<const LanePlan<R>> make_plan(int64_t n) {
   } else {
     // An odd row is real going in (forward) and only its real part comes out (inverse): the
     // largest prime's stage, most of the work, goes first forward and last in the inverse, where
-    // it reads or makes half the values (run_stage's RealEdge).
+    // a prime >= 7 (a direct DFT) reads or makes half the values (run_stage's RealEdge). Rows of
+    // 3s and 5s only (15, 75) get the order and no saving.
     std::vector<int> largest_first(radices.rbegin(), radices.rend());
     plan->stages = stages_of<R>(plan->h, largest_first);
     plan->inv_stages = stages_of<R>(plan->h, radices);
@@ -277,6 +278,8 @@ void run_stage(const LaneFftStage<R>& st, const Lanes<R>* in, Lanes<R>* out) {
   using V = Vec<R>;
   constexpr int r = kRadix;
   const int64_t span = st.span, s = st.stride, in_step = s * span;
+  if constexpr (Edge == RealEdge::output)  // it writes no twiddles: the last stage only
+    GS_CHECK(span == 1, "lane FFT: internal error: a real-output stage of span {} (expected the last, span 1)", span);
   const R sgn = Inverse ? R(1) : R(-1);  // the sign of the exponent
   const R tw_sign = Inverse ? R(-1) : R(1);
   for (int64_t p = 0; p < span; ++p) {
@@ -334,17 +337,17 @@ void run_stage(const LaneFftStage<R>& st, const Lanes<R>* in, Lanes<R>* out) {
         //   output (only Re y read; the last stage: span 1, no twiddles): t_k's real part, u_k's
         //   imaginary part; Re y_j, Re y_{r-j} = cos_j -+ sgn sin_j. The imaginary parts are not
         //   written (store_real_lanes reads the real parts only).
-        constexpr bool in = Edge == RealEdge::input;
+        constexpr bool real_in = Edge == RealEdge::input;
         constexpr int kHalf = (r - 1) / 2;
         V tr[kHalf], u[kHalf];
         V y0r = a[0].re;
         for (int k = 1; k <= kHalf; ++k) {
           const Lanes<R>& ak = a[k * in_step];
           const Lanes<R>& bk = a[(r - k) * in_step];
-          tr[k - 1] = ak.re + bk.re, u[k - 1] = in ? ak.re - bk.re : ak.im - bk.im;
+          tr[k - 1] = ak.re + bk.re, u[k - 1] = real_in ? ak.re - bk.re : ak.im - bk.im;
           y0r += tr[k - 1];
         }
-        if constexpr (in) put(0, y0r, V{});
+        if constexpr (real_in) put(0, y0r, V{});
         else y[0].re = y0r;
         for (int j = 1; j <= kHalf; ++j) {
           V cos_j = a[0].re, sin_j{};
@@ -355,7 +358,7 @@ void run_stage(const LaneFftStage<R>& st, const Lanes<R>* in, Lanes<R>* out) {
             cos_j += st.root_re[static_cast<size_t>(t)] * tr[k - 1];
             sin_j += -st.root_im[static_cast<size_t>(t)] * u[k - 1];
           }
-          if constexpr (in) {
+          if constexpr (real_in) {
             put(j, cos_j, sgn * sin_j);
             put(r - j, cos_j, -sgn * sin_j);
           } else {

@@ -12,8 +12,8 @@
 // complex FFT of length h (Stockham, radices 4, 2, 3, 5 and small odd primes); the half-length
 // spectrum is then split into the even- and odd-sample spectra and recombined. A row of odd length
 // (an SFNO's internal grid: 256 / 3 = 85 longitudes) goes through a complex FFT of length n with
-// zero imaginary parts, whose largest prime stage (first forward, last inverse) skips the half of
-// its work that the real inputs or outputs make unnecessary; still several times faster than
+// zero imaginary parts, whose largest prime stage (first forward, last inverse; a prime >= 7) skips
+// the half of its work that the real inputs or outputs make unnecessary; still several times faster than
 // FFTW's ESTIMATE plans one row at a time (ops/sphere/NOTES.md). Lengths with a prime factor above
 // kMaxRadix (of n/2 for even n, of n for odd n) stay with FFTW.
 #pragma once

@@ -106,8 +106,10 @@ inline void synth_pairs(const double* rec, int64_t np, const SynthVec* t, const 
 }
 
 // The sum of the lanes of a in the tree's order (((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)) for 8
-// lanes): every sum of lane_sums has this association whichever path computes it, so results do not
-// depend on how many fields share a tile (and so on the batch).
+// lanes): every sum of lane_sums has this association whichever path computes it. (A field's f64
+// analysis still depends on its tile to the last bit: the second field of a pair does not get the
+// values it gets alone, tests/ops/test_sht.cpp. The tiles depend only on the field's index in the
+// batch, and the threads' split keeps them: for_chunks.)
 inline double pairwise_sum(const Lanes& a) {
   double t[kLanes];
   for (int k = 0; k < kLanes; ++k) t[k] = a[k];
@@ -687,9 +689,9 @@ void to_degree_chunk(const RecurrencePlan& p, const std::complex<T>* X, std::com
 // Runs `chunk(c0, c1, f0, f1, scratch)` over chunks of orders [c0, c1) and fields [f0, f1). Each
 // field's result is computed the same way whatever the split, so results do not depend on it.
 //   - Many fields per thread: each thread takes a contiguous run of fields through every chunk
-//     (the rows the longitude FFT's split gave it, and no cache line of the output shared with the
-//     other threads); each thread then runs the recurrence itself, a few multiply-adds per degree
-//     and row against two per field.
+//     (the rows the longitude FFT's split gave it, and output lines of its own but at the runs'
+//     ends); each thread then runs the recurrence itself, a few multiply-adds per degree and row
+//     against two per field.
 //   - Otherwise chunks of orders, dynamically; low m cost most (lmax - m degrees, fewest skipped
 //     rows) and go first.
 template <typename Fn>
