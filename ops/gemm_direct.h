@@ -2,10 +2,11 @@
 // transpose swaps the two roles), for products with a small dimension: the per-point channel
 // mixings of an SFNO (its MLPs, encoder and decoder), where (points x C) meets (C x C') in forward
 // and in the input gradient, and (C x points) meets (points x C') in the weight gradient
-// (gemm_direct; gemm_dots for a thin weight gradient, when the points are contiguous in both). Eigen packs the large operand on every such call, which was a
-// quarter of its time in a 128x256 training step (models/BENCHMARKS.md). Internal to ops/:
-// gemm_cpu.cpp calls them for the shapes where gemm_direct_suits() / gemm_dots_suits() say so, and
-// splits the depth of the long products left to Eigen where gemm_depth_split_suits() says so.
+// (gemm_direct; gemm_dots for a thin weight gradient, when the points are contiguous in both).
+// Eigen packs the large operand on every such call, which was a quarter of its time in a 128x256
+// training step (models/BENCHMARKS.md). Internal to ops/: gemm_cpu.cpp calls them for the shapes
+// where gemm_direct_suits() / gemm_dots_suits() say so, and splits the depth of the long products
+// left to Eigen where gemm_depth_split_suits() says so.
 //
 // gemm_direct: each output element is summed over the depth in chunks of 256 in increasing order,
 // each chunk from zero (the first from c when accumulating), the chunks added to c in order (a
