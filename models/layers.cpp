@@ -217,18 +217,53 @@ SpectralFilter::SpectralFilter(const sphere::ShtSpec& forward, const sphere::Sht
   if (bias) bias_ = register_parameter("bias", ctx.make("bias", {1, cout, 1, 1}, Init::zeros()));
 }
 
-SpectralFilter::Output SpectralFilter::forward(const Tensor& x) const {
+Tensor SpectralFilter::transform(const Tensor& x) const {
   const int64_t rows = grid_.local_lat(fwd_.nlat).count, cols = grid_.local_lon(fwd_.nlon).count;
-  GS_CHECK(x.defined() && x.dim() == 4 && x.size(1) == cin_ && x.size(2) == rows && x.size(3) == cols,
-           "SpectralConvS2: expected x (B, {}, {}, {}), got {}", cin_, rows, cols, x.meta_str());
-  Tensor coeffs = dist::sht(x, fwd_, grid_);  // (B, Cin, L, M) complex (this rank's block)
-  Tensor residual = scale_residual_ ? dist::isht(coeffs, inv_, grid_) : x;
+  GS_CHECK(x.defined() && x.dim() == 4 && x.size(2) == rows && x.size(3) == cols,
+           "SpectralConvS2: expected x (B, C, {}, {}), got {}", rows, cols, x.meta_str());
+  return dist::sht(x, fwd_, grid_);  // (B, C, L, M) complex (this rank's block)
+}
+
+Tensor SpectralFilter::filter(const Tensor& coeffs) const {
+  GS_CHECK(coeffs.defined() && coeffs.dim() == 4 && coeffs.size(1) == cin_,
+           "SpectralConvS2: expected coefficients (B, {}, L, M), got {}", cin_, coeffs.meta_str());
   const Tensor& w = use_param(weight_);
   // (Cout, Cin, L[, M]) -> (Cin, Cout, L[, M]), the op's layout.
   Tensor wt = op_ == sphere::SpectralOperator::diagonal ? permute(w, {1, 0, 2, 3}) : permute(w, {1, 0, 2});
-  Tensor y = dist::isht(sphere::spectral_conv(coeffs, wt, op_), inv_, grid_);  // (B, Cout, H', W')
+  return sphere::spectral_conv(coeffs, wt, op_);
+}
+
+SpectralFilter::Spectra SpectralFilter::spectra(Tensor coeffs) const {
+  Tensor filtered = filter(coeffs);
+  return {std::move(coeffs), std::move(filtered)};
+}
+
+Tensor SpectralFilter::synthesize(const Tensor& coeffs) const { return dist::isht(coeffs, inv_, grid_); }
+
+SpectralFilter::Output SpectralFilter::output(const Spectra& s, const Tensor& x) const {
+  GS_CHECK(scale_residual_ || x.defined(), "SpectralConvS2: the residual on one grid is x itself, and x was not given");
+  Tensor residual = scale_residual_ ? synthesize(s.coeffs) : x;
+  Tensor y = synthesize(s.filtered);  // (B, Cout, H', W')
   if (bias_.defined()) y = add(y, use_param(bias_));
   return {y, residual};
+}
+
+SpectralFilter::Output SpectralFilter::forward(const Tensor& x) const {
+  GS_CHECK(x.defined() && x.dim() == 4 && x.size(1) == cin_, "SpectralConvS2: expected x (B, {}, H, W), got {}", cin_,
+           x.meta_str());
+  return output(analyse(x), x);
+}
+
+Tensor mix_coefficients(const Tensor& coeffs, const Tensor& weight) {
+  GS_CHECK(coeffs.defined() && coeffs.dim() == 4 && is_complex(coeffs.dtype()) && weight.defined() &&
+               weight.dim() == 2 && weight.size(1) == coeffs.size(1),
+           "mix_coefficients: expected coeffs (B, Cin, L, M) complex and weight (Cout, Cin), got {} and {}",
+           coeffs.meta_str(), weight.meta_str());
+  const int64_t B = coeffs.size(0), L = coeffs.size(2), M = coeffs.size(3);
+  // (B, Cin, L, M) complex as (B, Cin, L, 2M) real: the weight mixes real and imaginary parts alike.
+  const Tensor parts = reshape(view_as_real(contiguous(coeffs)), {B, coeffs.size(1), L, 2 * M});
+  const Tensor mixed = sphere::conv1x1(parts, weight);
+  return view_as_complex(reshape(mixed, {B, weight.size(0), L, M, 2}));
 }
 
 // ---- norms

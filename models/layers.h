@@ -160,6 +160,10 @@ class Mlp : public Module {
  public:
   Mlp(const MlpSpec& spec, const InitContext& ctx);
   Tensor forward(const Tensor& x) const;
+  Activation activation() const { return act_; }
+  bool bf16_storage() const { return bf16_storage_; }
+  const Conv1x1& fc1() const { return *fc1_; }
+  const Conv1x1& fc2() const { return *fc2_; }
 
  private:
   Activation act_;
@@ -188,6 +192,23 @@ class SpectralFilter : public Module {
     Tensor residual;  // (B, Cin, inverse.nlat, inverse.nlon)
   };
   Output forward(const Tensor& x) const;  // x (B, Cin, forward.nlat, forward.nlon)
+  // forward in parts, for a caller that mixes channels in spectral space (models/sfno.cpp):
+  // transform, the forward transform of any number of channels; filter, the channel mixing of
+  // Cin channels' coefficients (B, Cin, L, M) into Cout (no bias); output, the rest of forward
+  // from them (x is read only when the residual is x itself); synthesize, the inverse transform
+  // of any number of channels.
+  struct Spectra {
+    Tensor coeffs, filtered;
+  };
+  Tensor transform(const Tensor& x) const;
+  Tensor filter(const Tensor& coeffs) const;
+  Spectra analyse(const Tensor& x) const { return spectra(transform(x)); }
+  Spectra spectra(Tensor coeffs) const;
+  Output output(const Spectra& s, const Tensor& x) const;
+  Tensor synthesize(const Tensor& coeffs) const;
+  // Whether the residual is isht(sht(x)) (the transforms' grids differ) rather than x.
+  bool scales_residual() const { return scale_residual_; }
+  const Tensor& bias() const { return bias_; }  // (1, Cout, 1, 1) or undefined
   const sphere::ShtSpec& forward_spec() const { return fwd_; }
   const sphere::ShtSpec& inverse_spec() const { return inv_; }
 
@@ -199,6 +220,11 @@ class SpectralFilter : public Module {
   bool scale_residual_;
   Tensor weight_, bias_;
 };
+
+// A 1x1 convolution of spectral coefficients: coeffs (B, Cin, L, M) complex, weight (Cout, Cin)
+// real -> (B, Cout, L, M). The transforms act on each channel alike, so
+// conv1x1(isht(c), w) == isht(mix_coefficients(c, w)) up to rounding, on far fewer points.
+Tensor mix_coefficients(const Tensor& coeffs, const Tensor& weight);
 
 // ---- normalisations
 

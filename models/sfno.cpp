@@ -5,11 +5,15 @@
 
 #include "engine/autograd/checkpoint.h"
 #include "engine/error.h"
+#include "engine/factory.h"
 #include "ops/dropout.h"
+#include "ops/complex_ops.h"
 #include "ops/elementwise.h"
 #include "ops/gelu_fused.h"
+#include "ops/linalg.h"
 #include "ops/shape_ops.h"
 #include "ops/sphere/grids.h"
+#include "ops/sphere/sfno_blocks.h"
 #include "ops/view.h"
 
 namespace gs::models {
@@ -150,8 +154,21 @@ class SfnoBlock : public Module {
                                                                                   ctx.child("outer_skip")));
   }
 
-  Tensor forward(const Tensor& x, const DropoutPass& pass) const {
-    auto [y, residual] = global_conv_->forward(x);
+  Tensor forward(const Tensor& x, const DropoutPass& pass) const { return finish(global_conv_->forward(x), pass); }
+
+  // Whether forward_from_coefficients applies: the residual is synthesised from the coefficients,
+  // so the block never reads its input on the grid.
+  bool takes_coefficients() const { return global_conv_->scales_residual(); }
+  // forward from the input's coefficients (B, C, L, M) (the encoder folded into them, SFNO::forward).
+  Tensor forward_from_coefficients(const Tensor& coeffs, const DropoutPass& pass) const {
+    return finish(global_conv_->output(global_conv_->spectra(coeffs), Tensor()), pass);
+  }
+  const SpectralFilter& global_conv() const { return *global_conv_; }
+
+  // The block after its spectral filter.
+  Tensor finish(SpectralFilter::Output filtered, const DropoutPass& pass) const {
+    Tensor y = std::move(filtered.y);
+    const Tensor residual = std::move(filtered.residual);
     y = norm_->forward(y);
     if (inner_ == Skip::linear) y = add(y, inner_skip_->forward(residual));
     if (inner_ == Skip::identity) y = add(y, residual);
@@ -165,6 +182,47 @@ class SfnoBlock : public Module {
     if (outer_ == Skip::linear) y = add(y, outer_skip_->forward(residual));
     if (outer_ == Skip::identity) y = add(y, residual);
     if (outer_ == Skip::local3x3) y = add(y, outer_local_->forward(residual));
+    return y;
+  }
+
+  // Whether forward_decoded applies: the block's output reaches the decoder only through linear
+  // maps after the MLP's activation (no norm, inner skip, dropout or stochastic depth; the outer
+  // skip the identity or none), so the decoder can be folded into them.
+  bool folds_into_decoder() const {
+    return mlp_ && !mlp_->bf16_storage() && drop_path_rate_ == 0 && norm_->kind() == NormKind::none &&
+           inner_ == Skip::none && (outer_ == Skip::identity || outer_ == Skip::none);
+  }
+
+  // dec_w . forward(x) + dec_b (dec_w (Cout, C), dec_b (Cout) or undefined) with the linear maps
+  // reordered, equal up to rounding: the transforms act on each channel alike, so the MLP's first
+  // layer mixes the filtered coefficients before the inverse transform (isht(W1 s) = W1 isht(s)),
+  // and the decoder is folded into the MLP's output layer (dec_w W2, Cout x hidden) and taken into
+  // the residual's coefficients. On the output grid only the activation and a Cout-row product
+  // remain, where the plain form runs two C x hidden products there (and their gradients).
+  Tensor forward_decoded(const Tensor& x, const Tensor& dec_w, const Tensor& dec_b) const {
+    const SpectralFilter::Spectra spectra = global_conv_->analyse(x);
+    const Conv1x1& fc1 = mlp_->fc1();
+    const Conv1x1& fc2 = mlp_->fc2();
+    const int64_t C = fc1.in_channels(), hidden = fc1.out_channels();
+    const Tensor w1 = reshape(use_param(fc1.weight()), {hidden, C});
+    Tensor b1 = use_param(fc1.bias());
+    // The filter's bias is a constant per channel on the grid: W1 takes it into fc1's bias.
+    if (global_conv_->bias().defined())
+      b1 = add(b1, reshape(matmul(w1, reshape(use_param(global_conv_->bias()), {C, 1})), {hidden}));
+    const Tensor pre = global_conv_->synthesize(mix_coefficients(spectra.filtered, w1));  // (B, hidden, H, W)
+    const Activation act = mlp_->activation();
+    const Tensor h = act == Activation::gelu ? gelu_fused(pre, b1)
+                                             : activate(add(pre, reshape(b1, {1, hidden, 1, 1})), act);
+    const Tensor w2 = reshape(use_param(fc2.weight()), {C, hidden});
+    Tensor bias = dec_b;
+    if (fc2.bias().defined()) {
+      const Tensor b2 = reshape(matmul(dec_w, reshape(use_param(fc2.bias()), {C, 1})), {dec_w.size(0)});
+      bias = bias.defined() ? add(bias, b2) : b2;
+    }
+    Tensor y = sphere::conv1x1(h, matmul(dec_w, w2), bias);
+    if (outer_ == Skip::identity)
+      y = add(y, global_conv_->scales_residual() ? global_conv_->synthesize(mix_coefficients(spectra.coeffs, dec_w))
+                                                 : sphere::conv1x1(x, dec_w));
     return y;
   }
 
@@ -278,6 +336,21 @@ SFNO::SFNO(const SfnoOptions& o, const dist::ProcessGrid& pgrid) : Model("Spheri
 
 SFNO::~SFNO() = default;
 
+// The first block's input coefficients from x's: the encoder is a 1x1 convolution, and the
+// transform acts on each channel alike, so sht(W x + b) = W sht(x) + b sht(1), with x's
+// in_chans channels transformed instead of the encoder's C.
+Tensor SFNO::encoded_coefficients(const Tensor& x) const {
+  const SpectralFilter& conv = blocks_.front()->global_conv();
+  const int64_t C = opt_.embed_dim;
+  Tensor coeffs = mix_coefficients(conv.transform(x), reshape(use_param(encoder_->weight()), {C, opt_.in_chans}));
+  if (!encoder_->bias().defined()) return coeffs;
+  // A constant field's coefficients, as this rank's transform gives them (the quadrature's, not
+  // the exact sqrt(4 pi) at degree 0), times each channel's bias.
+  const Tensor one = view_as_real(conv.transform(ones({1, 1, x.size(2), x.size(3)}, x.dtype(), x.device())));  // (1, 1, L, M, 2)
+  const Tensor per_channel = mul(one, reshape(use_param(encoder_->bias()), {1, C, 1, 1, 1}));
+  return add(coeffs, view_as_complex(contiguous(per_channel)));
+}
+
 Tensor SFNO::forward(const Tensor& x, const ForwardContext& ctx) {
   GS_CHECK(!ctx.labels.defined(), "SFNO: this model takes no labels, but the context holds {}", ctx.labels.meta_str());
   const int64_t H = pgrid_.local_lat(opt_.img_size[0]).count, W = pgrid_.local_lon(opt_.img_size[1]).count;
@@ -288,22 +361,46 @@ Tensor SFNO::forward(const Tensor& x, const ForwardContext& ctx) {
   GS_CHECK(x.size(0) >= 1, "SFNO: expected a batch of at least one field, got {}", x.meta_str());
 
   const DropoutPass pass{is_training(), ctx.noise_key, ctx.first_sample, &pgrid_};
-  Tensor y = encoder_->forward(x);  // (B, C, H, W)
-  if (pos_embed_) y = pos_embed_->forward(y);
-  if (opt_.drop_rate > 0) {  // torch-harmonics' pos_drop
-    const RandomWindow win = pass.window(y, opt_.img_size[0], opt_.img_size[1]);
-    y = dropout(y, opt_.drop_rate, pass.key("pos_drop"), pass.training, &win);
+  Tensor y;
+  // The encoder folded into the first block's coefficients and the decoder into the last block
+  // (SfnoBlock::forward_from_coefficients, forward_decoded) where they allow it (NOTES.md).
+  const bool fold_head = opt_.fold_encoder_decoder && !pos_embed_ && opt_.drop_rate == 0 &&
+                         blocks_.front()->takes_coefficients();
+  const bool fold = opt_.fold_encoder_decoder && blocks_.back()->folds_into_decoder();
+  const Tensor dec_w = reshape(use_param(decoder_->weight()), {opt_.out_chans, decoder_->in_channels()});
+  if (fold_head) {
+    y = encoded_coefficients(x);  // (B, C, L, M)
+  } else {
+    y = encoder_->forward(x);  // (B, C, H, W)
+    if (pos_embed_) y = pos_embed_->forward(y);
+    if (opt_.drop_rate > 0) {  // torch-harmonics' pos_drop
+      const RandomWindow win = pass.window(y, opt_.img_size[0], opt_.img_size[1]);
+      y = dropout(y, opt_.drop_rate, pass.key("pos_drop"), pass.training, &win);
+    }
   }
-  for (const auto& blk : blocks_) {  // (B, C, h, w) inside, (B, C, H, W) after the last
+  for (size_t i = 0; i < blocks_.size(); ++i) {  // (B, C, h, w) inside, (B, C, H, W) after the last
+    const std::shared_ptr<SfnoBlock>& blk = blocks_[i];
+    const bool decode = fold && i + 1 == blocks_.size(), from_coefficients = fold_head && i == 0;
+    // Under checkpointing the decoder's parameters are read inside, so the recomputation reaches them.
+    auto run = [this, blk, pass, decode, from_coefficients](const Tensor& in) {
+      if (from_coefficients) return blk->forward_from_coefficients(in, pass);
+      if (!decode) return blk->forward(in, pass);
+      const Tensor w = reshape(use_param(decoder_->weight()), {opt_.out_chans, decoder_->in_channels()});
+      return blk->forward_decoded(in, opt_.big_skip ? contiguous(narrow(w, 1, 0, opt_.embed_dim)) : w,
+                                  decoder_->bias().defined() ? use_param(decoder_->bias()) : Tensor());
+    };
     if (!ctx.checkpoint_blocks) {
-      y = blk->forward(y, pass);
+      y = run(y);
       continue;
     }
-    y = checkpoint([blk, pass](const std::vector<Tensor>& in) { return std::vector<Tensor>{blk->forward(in[0], pass)}; },
-                   {y})[0];
+    y = checkpoint([run](const std::vector<Tensor>& in) { return std::vector<Tensor>{run(in[0])}; }, {y})[0];
   }
-  if (opt_.big_skip) y = cat({y, x}, 1);
-  y = decoder_->forward(y);  // (B, out_chans, H, W)
+  if (fold) {  // y is the decoder's output already, less its input channels under big_skip
+    if (opt_.big_skip) y = add(y, sphere::conv1x1(x, contiguous(narrow(dec_w, 1, opt_.embed_dim, opt_.in_chans))));
+  } else {
+    if (opt_.big_skip) y = cat({y, x}, 1);
+    y = decoder_->forward(y);  // (B, out_chans, H, W)
+  }
   if (opt_.residual_prediction) y = add(y, residual_projection_ ? residual_projection_->forward(x) : x);
   return y;
 }

@@ -97,6 +97,11 @@ struct SfnoOptions {
   // gradsphere
   DType dtype = DType::f32;  // f64 for gradcheck
   uint64_t seed = 0;
+  // Fold the encoder into the first block's coefficients and the decoder into the last block
+  // where they allow it (models/NOTES.md, "The encoder and decoder folded into the blocks"): the
+  // same model up to rounding, with the products and transforms on the full grid replaced by
+  // spectral ones and Cout-row ones. false: the plain form.
+  bool fold_encoder_decoder = true;
 };
 
 class SfnoBlock;
@@ -131,6 +136,7 @@ class SFNO : public Model {
   std::shared_ptr<Conv1x1> encoder_, decoder_, residual_projection_;
   std::shared_ptr<PositionEmbedding> pos_embed_;
   std::vector<std::shared_ptr<SfnoBlock>> blocks_;
+  Tensor encoded_coefficients(const Tensor& x) const;
   std::vector<double> drop_path_rates_;
 };
 

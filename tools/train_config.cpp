@@ -180,6 +180,7 @@ void read_sfno(const ConfigNode& n, models::SfnoOptions& o) {
   o.outer_skip = n.get_choice_or("outer_skip", o.outer_skip, {"none", "linear", "identity", "local3x3"});
   o.operator_type = n.get_choice_or("operator_type", o.operator_type, {"driscoll-healy", "diagonal"});
   o.big_skip = n.get_bool_or("big_skip", o.big_skip);
+  o.fold_encoder_decoder = n.get_bool_or("fold_encoder_decoder", o.fold_encoder_decoder);
 }
 
 void read_noise_sfno(const ConfigNode& n, models::NoiseSfnoOptions& o) {

@@ -49,6 +49,9 @@ TEST_CASE("train config: defaults and propagated settings") {
   TrainConfig d = train_config_from_string("data:\n  dtype: f64\n", "d.yaml");
   CHECK(d.model.sfno.dtype == DType::f64);
   CHECK(d.data.swe.dtype == DType::f64);
+  CHECK(c.model.sfno.fold_encoder_decoder);  // on unless the model section turns it off
+  TrainConfig plain = train_config_from_string("model:\n  fold_encoder_decoder: false\n", "plain.yaml");
+  CHECK_FALSE(plain.model.sfno.fold_encoder_decoder);
 }
 
 TEST_CASE("train config: errors name the key and what is accepted") {
