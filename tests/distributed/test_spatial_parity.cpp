@@ -35,11 +35,12 @@ using dist::ProcessGrid;
 
 namespace {
 
-enum class Net { sfno, sfno_local, noise_gaussian, noise_isotropic };
+enum class Net { sfno, sfno_local, sfno_folded, noise_gaussian, noise_isotropic };
 const char* net_name(Net n) {
   switch (n) {
     case Net::sfno: return "SFNO";
     case Net::sfno_local: return "SFNO local3x3";
+    case Net::sfno_folded: return "SFNO folded";
     case Net::noise_gaussian: return "NoiseConditionedSFNO gaussian";
     case Net::noise_isotropic: return "NoiseConditionedSFNO isotropic";
   }
@@ -64,7 +65,7 @@ constexpr int64_t kChans = 2;
 
 std::shared_ptr<Model> make_net(const Case& c, const ProcessGrid& g) {
   const bool equiangular = c.grid == "equiangular";
-  if (c.net == Net::sfno || c.net == Net::sfno_local) {
+  if (c.net == Net::sfno || c.net == Net::sfno_local || c.net == Net::sfno_folded) {
     SfnoOptions o;
     o.img_size = {c.nlat, c.nlon};
     o.grid = c.grid;
@@ -83,6 +84,13 @@ std::shared_ptr<Model> make_net(const Case& c, const ProcessGrid& g) {
       // index, on the input grid (pos_drop) and the internal one (the MLP's, drop path).
       o.drop_rate = 0.2;
       o.drop_path_rate = 0.3;
+    } else if (c.net == Net::sfno_folded) {
+      // torch-harmonics' block defaults, so the encoder and decoder are folded into the end blocks
+      // (SfnoOptions::fold_encoder_decoder): coefficient products on each rank's block, the
+      // encoder's bias through a constant field's coefficients, big_skip's slice of the decoder.
+      o.scale_factor = 2;
+      o.bias = true;
+      o.big_skip = true;
     } else {
       o.scale_factor = 1;
       o.hard_thresholding_fraction = equiangular ? 0.5 : 0.25;
@@ -285,7 +293,7 @@ void run_stepper_parity(const std::shared_ptr<Model>& ref, const std::shared_ptr
 std::vector<Case> cases() {
   std::vector<Case> out;
   int i = 0;
-  for (Net n : {Net::sfno, Net::sfno_local, Net::noise_gaussian, Net::noise_isotropic})
+  for (Net n : {Net::sfno, Net::sfno_local, Net::sfno_folded, Net::noise_gaussian, Net::noise_isotropic})
     for (auto [grid, nlat, nlon] : {std::tuple<const char*, int64_t, int64_t>{"equiangular", 9, 18},
                                     {"legendre-gauss", 17, 32}})
       for (DType dt : {DType::f64, DType::f32}) out.push_back({n, grid, nlat, nlon, dt, 2 + (i++ % 2)});
