@@ -332,9 +332,30 @@ SFNO::SFNO(const SfnoOptions& o, const dist::ProcessGrid& pgrid) : Model("Spheri
     residual_projection_ = register_module(
         "residual_projection", std::make_shared<Conv1x1>(o.in_chans, o.out_chans, false, Init::torch_default(o.in_chans),
                                                          Init::zeros(), root.child("residual_projection")));
+  fold_encoder_ = sfno_folds_encoder(o), fold_decoder_ = sfno_folds_decoder(o);
+  // The options' rule (shared with the grid planner) against the blocks themselves.
+  GS_CHECK(!fold_encoder_ || (!pos_embed_ && blocks_.front()->takes_coefficients()),
+           "SFNO: internal: the encoder fold's rule disagrees with the first block");
+  GS_CHECK(!fold_decoder_ || blocks_.back()->folds_into_decoder(),
+           "SFNO: internal: the decoder fold's rule disagrees with the last block");
 }
 
 SFNO::~SFNO() = default;
+
+bool sfno_folds_encoder(const SfnoOptions& o) {
+  if (!o.fold_encoder_decoder || o.pos_embed != "none" || o.drop_rate > 0 || o.num_layers < 2) return false;
+  // Block 0's residual is synthesised from its coefficients only when its two grids differ in size.
+  const auto [H, W] = o.img_size;
+  return (H - 1) / o.scale_factor + 1 != H || W / o.scale_factor != W;
+}
+
+bool sfno_folds_decoder(const SfnoOptions& o) {
+  // The last block's stochastic depth rate is linspace(0, drop_path_rate, num_layers)'s last.
+  const bool no_drop_path = o.drop_path_rate == 0 || o.num_layers == 1;
+  return o.fold_encoder_decoder && o.use_mlp && !o.mlp_bf16_storage && o.drop_rate == 0 && no_drop_path &&
+         o.normalization_layer == "none" && o.inner_skip == "none" &&
+         (o.outer_skip == "identity" || o.outer_skip == "none");
+}
 
 // The first block's input coefficients from x's: the encoder is a 1x1 convolution, and the
 // transform acts on each channel alike, so sht(W x + b) = W sht(x) + b sht(1), with x's
@@ -364,9 +385,7 @@ Tensor SFNO::forward(const Tensor& x, const ForwardContext& ctx) {
   Tensor y;
   // The encoder folded into the first block's coefficients and the decoder into the last block
   // (SfnoBlock::forward_from_coefficients, forward_decoded) where they allow it (NOTES.md).
-  const bool fold_head = opt_.fold_encoder_decoder && !pos_embed_ && opt_.drop_rate == 0 &&
-                         blocks_.front()->takes_coefficients();
-  const bool fold = opt_.fold_encoder_decoder && blocks_.back()->folds_into_decoder();
+  const bool fold_head = fold_encoder_, fold = fold_decoder_;
   const Tensor dec_w = reshape(use_param(decoder_->weight()), {opt_.out_chans, decoder_->in_channels()});
   if (fold_head) {
     y = encoded_coefficients(x);  // (B, C, L, M)

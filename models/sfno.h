@@ -106,6 +106,12 @@ struct SfnoOptions {
 
 class SfnoBlock;
 
+// Whether an SFNO with these options folds its encoder into the first block's coefficients, and
+// its decoder into the last block (SfnoOptions::fold_encoder_decoder, where the maps between are
+// linear; models/NOTES.md). The grid planner counts the folded form's work by them.
+bool sfno_folds_encoder(const SfnoOptions& o);
+bool sfno_folds_decoder(const SfnoOptions& o);
+
 class SFNO : public Model {
  public:
   explicit SFNO(const SfnoOptions& options, const dist::ProcessGrid& grid = {});
@@ -138,6 +144,7 @@ class SFNO : public Model {
   std::vector<std::shared_ptr<SfnoBlock>> blocks_;
   Tensor encoded_coefficients(const Tensor& x) const;
   std::vector<double> drop_path_rates_;
+  bool fold_encoder_ = false, fold_decoder_ = false;  // sfno_folds_encoder / _decoder of the options
 };
 
 // The key of dropout site `site` ("pos_drop", "blocks.<i>.mlp.fwd.2" and "blocks.<i>.mlp.fwd.4" for

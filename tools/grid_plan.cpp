@@ -15,6 +15,7 @@
 #include "engine/factory.h"
 #include "models/data/swe_data.h"
 #include "models/ensemble_loss.h"
+#include "models/sfno.h"
 #include "ops/linalg.h"
 #include "tools/train_run.h"
 #include "tools/train_setup.h"
@@ -52,6 +53,10 @@ struct ModelShape {
   // When a block's residual goes through an isht of its coefficients: SFNO when the grid size
   // changes; ACE's blocks also when the grid kind changes, or always with filter_residual.
   bool residual_on_kind_change = false, residual_always = false;
+  // SFNO's folds (models::sfno_folds_encoder / _decoder): the encoder's product on the first
+  // block's coefficients, the last block's first MLP layer on its coefficients and the decoder
+  // joined with its output layer (models/NOTES.md).
+  bool fold_encoder = false, fold_decoder = false;
 };
 
 ModelShape sfno_shape(const models::SfnoOptions& o, const models::TrajectoryInfo& d) {
@@ -67,6 +72,7 @@ ModelShape sfno_shape(const models::SfnoOptions& o, const models::TrajectoryInfo
   const int64_t C2 = o.embed_dim * o.embed_dim;
   for (const std::string& skip : {o.inner_skip, o.outer_skip})
     m.skip_macs_per_point += skip == "linear" ? C2 : skip == "local3x3" ? 9 * C2 : 0;
+  m.fold_encoder = models::sfno_folds_encoder(o), m.fold_decoder = models::sfno_folds_decoder(o);
   return m;
 }
 
@@ -107,22 +113,35 @@ ForwardCount count_forward(const ModelShape& m) {
     f.transforms.push_back({s, fields, 1});
   };
   const double full = points(m.first);
-  f.flops += 2.0 * static_cast<double>(m.in * m.embed + m.decoder_in * m.out) * full;  // encoder, decoder
-  f.outer_elements += static_cast<double>(m.in + m.embed + m.decoder_in + m.out) * full;
+  // A product of Cin -> Cout channels on a spec's L x M coefficients (real and imaginary parts).
+  auto on_coefficients = [](const sphere::ShtSpec& s, double cin, double cout) {
+    return 2.0 * cin * cout * 2.0 * static_cast<double>(s.lmax * s.mmax);
+  };
+  const double in = static_cast<double>(m.in), out = static_cast<double>(m.out);
+  f.flops += m.fold_encoder ? on_coefficients(m.first, in, C) : 2.0 * in * C * full;  // encoder
+  f.flops += 2.0 * static_cast<double>(m.decoder_in) * out * full;  // decoder (folded: its big_skip part and fc2's)
+  f.outer_elements += static_cast<double>(m.in + m.out) * full + (m.fold_encoder ? 0 : C * full) +
+                      (m.fold_decoder ? 0 : static_cast<double>(m.decoder_in) * full);
   for (int64_t i = 0; i < m.layers; ++i) {
     const sphere::ShtSpec& fwd = i == 0 ? m.first : m.inner;
     const sphere::ShtSpec& inv = i == m.layers - 1 ? m.last : m.inner;
-    transform(fwd, m.embed);
-    transform(inv, m.embed);
+    const bool decoded = m.fold_decoder && i == m.layers - 1;
+    transform(fwd, i == 0 && m.fold_encoder ? m.in : m.embed);
+    transform(inv, decoded ? m.hidden : m.embed);  // folded: fc1 before the inverse transform
     const bool resized = fwd.nlat != inv.nlat || fwd.nlon != inv.nlon;
     if (resized || m.residual_always || (m.residual_on_kind_change && fwd.grid != inv.grid))
-      transform(inv, m.embed);  // the residual's round trip
+      transform(inv, decoded ? m.out : m.embed);  // the residual's round trip (folded: the decoder's channels)
     const double p = points(inv);
     f.flops += pairs(inv) * C * C * 8;  // the spectral contraction, complex
-    f.flops += 2.0 * (2.0 * C * hidden + static_cast<double>(m.skip_macs_per_point)) * p;
+    if (decoded) {  // fc1 and the residual's decoder on coefficients, fc2 joined with the decoder
+      f.flops += on_coefficients(inv, C, hidden) + on_coefficients(inv, C, out) + 2.0 * hidden * out * p;
+    } else {
+      f.flops += 2.0 * (2.0 * C * hidden + static_cast<double>(m.skip_macs_per_point)) * p;
+    }
     // Held for backward: the block's input, its transforms' outputs, the norm, the MLP (in, hidden
-    // before and after the activation, out) and the skip sums: about 6 C + 2 hidden per point.
-    const double block = (6 * C + 2 * hidden) * p;
+    // before and after the activation, out) and the skip sums: about 6 C + 2 hidden per point;
+    // the folded last block keeps the hidden activations before and after and the Cout rows.
+    const double block = decoded ? (2 * hidden + out) * p : (6 * C + 2 * hidden) * p;
     f.block_elements += block;
     f.checkpointed_elements += C * points(fwd);  // a checkpointed block keeps its input only
     f.largest_block = std::max(f.largest_block, block);
