@@ -386,7 +386,6 @@ Tensor SFNO::forward(const Tensor& x, const ForwardContext& ctx) {
   // The encoder folded into the first block's coefficients and the decoder into the last block
   // (SfnoBlock::forward_from_coefficients, forward_decoded) where they allow it (NOTES.md).
   const bool fold_head = fold_encoder_, fold = fold_decoder_;
-  const Tensor dec_w = reshape(use_param(decoder_->weight()), {opt_.out_chans, decoder_->in_channels()});
   if (fold_head) {
     y = encoded_coefficients(x);  // (B, C, L, M)
   } else {
@@ -415,7 +414,10 @@ Tensor SFNO::forward(const Tensor& x, const ForwardContext& ctx) {
     y = checkpoint([run](const std::vector<Tensor>& in) { return std::vector<Tensor>{run(in[0])}; }, {y})[0];
   }
   if (fold) {  // y is the decoder's output already, less its input channels under big_skip
-    if (opt_.big_skip) y = add(y, sphere::conv1x1(x, contiguous(narrow(dec_w, 1, opt_.embed_dim, opt_.in_chans))));
+    if (opt_.big_skip) {
+      const Tensor w = reshape(use_param(decoder_->weight()), {opt_.out_chans, decoder_->in_channels()});
+      y = add(y, sphere::conv1x1(x, contiguous(narrow(w, 1, opt_.embed_dim, opt_.in_chans))));
+    }
   } else {
     if (opt_.big_skip) y = cat({y, x}, 1);
     y = decoder_->forward(y);  // (B, out_chans, H, W)

@@ -57,6 +57,7 @@ struct ModelShape {
   // block's coefficients, the last block's first MLP layer on its coefficients and the decoder
   // joined with its output layer (models/NOTES.md).
   bool fold_encoder = false, fold_decoder = false;
+  bool encoder_bias = false, outer_identity = false;  // what the folded forms add (SFNO)
 };
 
 ModelShape sfno_shape(const models::SfnoOptions& o, const models::TrajectoryInfo& d) {
@@ -73,6 +74,7 @@ ModelShape sfno_shape(const models::SfnoOptions& o, const models::TrajectoryInfo
   for (const std::string& skip : {o.inner_skip, o.outer_skip})
     m.skip_macs_per_point += skip == "linear" ? C2 : skip == "local3x3" ? 9 * C2 : 0;
   m.fold_encoder = models::sfno_folds_encoder(o), m.fold_decoder = models::sfno_folds_decoder(o);
+  m.encoder_bias = o.bias, m.outer_identity = o.outer_skip == "identity";
   return m;
 }
 
@@ -119,23 +121,30 @@ ForwardCount count_forward(const ModelShape& m) {
   };
   const double in = static_cast<double>(m.in), out = static_cast<double>(m.out);
   f.flops += m.fold_encoder ? on_coefficients(m.first, in, C) : 2.0 * in * C * full;  // encoder
-  f.flops += 2.0 * static_cast<double>(m.decoder_in) * out * full;  // decoder (folded: its big_skip part and fc2's)
+  if (m.fold_encoder && m.encoder_bias) transform(m.first, 1);  // a constant field's coefficients
+  // The decoder on the full grid; folded, only its part on big_skip's input channels is left there.
+  f.flops += 2.0 * static_cast<double>(m.fold_decoder ? m.decoder_in - m.embed : m.decoder_in) * out * full;
   f.outer_elements += static_cast<double>(m.in + m.out) * full + (m.fold_encoder ? 0 : C * full) +
                       (m.fold_decoder ? 0 : static_cast<double>(m.decoder_in) * full);
   for (int64_t i = 0; i < m.layers; ++i) {
     const sphere::ShtSpec& fwd = i == 0 ? m.first : m.inner;
     const sphere::ShtSpec& inv = i == m.layers - 1 ? m.last : m.inner;
-    const bool decoded = m.fold_decoder && i == m.layers - 1;
-    transform(fwd, i == 0 && m.fold_encoder ? m.in : m.embed);
+    const bool decoded = m.fold_decoder && i == m.layers - 1, from_coefficients = m.fold_encoder && i == 0;
+    transform(fwd, from_coefficients ? m.in : m.embed);
     transform(inv, decoded ? m.hidden : m.embed);  // folded: fc1 before the inverse transform
     const bool resized = fwd.nlat != inv.nlat || fwd.nlon != inv.nlon;
-    if (resized || m.residual_always || (m.residual_on_kind_change && fwd.grid != inv.grid))
-      transform(inv, decoded ? m.out : m.embed);  // the residual's round trip (folded: the decoder's channels)
     const double p = points(inv);
     f.flops += pairs(inv) * C * C * 8;  // the spectral contraction, complex
-    if (decoded) {  // fc1 and the residual's decoder on coefficients, fc2 joined with the decoder
-      f.flops += on_coefficients(inv, C, hidden) + on_coefficients(inv, C, out) + 2.0 * hidden * out * p;
+    if (decoded) {
+      // fc1 on the coefficients, fc2 joined with the decoder (Cout rows on the grid), and the
+      // identity residual through the decoder: on its coefficients and synthesised when the
+      // grids differ, else a product on the grid.
+      f.flops += on_coefficients(inv, C, hidden) + 2.0 * hidden * out * p;
+      if (m.outer_identity && resized) transform(inv, m.out);
+      if (m.outer_identity) f.flops += resized ? on_coefficients(inv, C, out) : 2.0 * C * out * p;
     } else {
+      if (resized || m.residual_always || (m.residual_on_kind_change && fwd.grid != inv.grid))
+        transform(inv, m.embed);  // the residual's round trip
       f.flops += 2.0 * (2.0 * C * hidden + static_cast<double>(m.skip_macs_per_point)) * p;
     }
     // Held for backward: the block's input, its transforms' outputs, the norm, the MLP (in, hidden
@@ -143,7 +152,8 @@ ForwardCount count_forward(const ModelShape& m) {
     // the folded last block keeps the hidden activations before and after and the Cout rows.
     const double block = decoded ? (2 * hidden + out) * p : (6 * C + 2 * hidden) * p;
     f.block_elements += block;
-    f.checkpointed_elements += C * points(fwd);  // a checkpointed block keeps its input only
+    // A checkpointed block keeps its input only: grid values, or block 0's coefficients when folded.
+    f.checkpointed_elements += from_coefficients ? C * 2.0 * static_cast<double>(fwd.lmax * fwd.mmax) : C * points(fwd);
     f.largest_block = std::max(f.largest_block, block);
   }
   for (const auto& t : m.extra)

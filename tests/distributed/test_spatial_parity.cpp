@@ -328,7 +328,8 @@ TEST_CASE("spatial parity: activation checkpointing (blocks; rollout steps after
   gs::test::for_each_grid([&](const ProcessGrid& g) {
     if (g.h_size() == 1 && g.w_size() == 1) return;  // no spatial collectives to replay
     if (four && (g.h_size() == 1 || g.w_size() == 1)) return;
-    for (auto [net, mode] : {std::pair{Net::noise_gaussian, Mode::blocks}, std::pair{Net::sfno, Mode::rollout_steps_after}}) {
+    for (auto [net, mode] : {std::pair{Net::noise_gaussian, Mode::blocks}, std::pair{Net::sfno, Mode::rollout_steps_after},
+                             std::pair{Net::sfno_folded, Mode::blocks}}) {
       Case c{net, "equiangular", 9, 18, DType::f64, 2};
       CAPTURE(c.label());
       CAPTURE(static_cast<int>(mode));

@@ -4,6 +4,7 @@
 // have to handle, a gradcheck through the folded form, and that the folds are taken where they
 // apply (they keep fewer bytes for backward).
 #include "engine/autograd/engine.h"
+#include "engine/autograd/gradcheck.h"
 #include "engine/storage.h"
 #include "models/sfno.h"
 #include "tests/models/net_test_util.h"
@@ -65,34 +66,61 @@ TEST_CASE("SFNO fold: the folded encoder, last block and decoder equal the plain
   struct Case {
     const char* name;
     void (*set)(SfnoOptions&);
+    bool encoder, decoder;  // the folds these options take (models::sfno_folds_*)
     bool checkpoint = false;
   };
   const Case cases[] = {
-      {"defaults", [](SfnoOptions&) {}},
-      {"biases and big_skip", [](SfnoOptions& o) { o.bias = true, o.big_skip = true; }},
-      {"outer_skip none, relu", [](SfnoOptions& o) { o.outer_skip = "none", o.activation_function = "relu"; }},
+      {"defaults", [](SfnoOptions&) {}, true, true},
+      {"biases and big_skip", [](SfnoOptions& o) { o.bias = true, o.big_skip = true; }, true, true},
+      {"outer_skip none, relu", [](SfnoOptions& o) { o.outer_skip = "none", o.activation_function = "relu"; }, true,
+       true},
       {"identity activation, diagonal operator",
-       [](SfnoOptions& o) { o.activation_function = "identity", o.operator_type = "diagonal"; }},
-      {"one block (no resampled residual), mlp_ratio 3", [](SfnoOptions& o) { o.num_layers = 1, o.mlp_ratio = 3; }},
+       [](SfnoOptions& o) { o.activation_function = "identity", o.operator_type = "diagonal"; }, true, true},
+      {"one block (the residual is x), mlp_ratio 3", [](SfnoOptions& o) { o.num_layers = 1, o.mlp_ratio = 3; }, false,
+       true},
+      {"one block with biases, big_skip and drop_path (rate 0 on one block)",
+       [](SfnoOptions& o) { o.num_layers = 1, o.bias = true, o.big_skip = true, o.drop_path_rate = 0.3; }, false, true},
+      {"scale_factor 1, legendre-gauss inside an equiangular grid (the residual is x)",
+       [](SfnoOptions& o) { o.scale_factor = 1, o.hard_thresholding_fraction = 0.5; }, false, true},
       {"residual_prediction, legendre-gauss input", [](SfnoOptions& o) {
          o.residual_prediction = true, o.grid = "legendre-gauss", o.img_size = {8, 16};
-       }},
-      {"checkpointed blocks, bias", [](SfnoOptions& o) { o.bias = true; }, true},
-      {"position embedding (no encoder fold), three blocks",
-       [](SfnoOptions& o) { o.pos_embed = "learnable lat", o.num_layers = 3; }},
-      {"layer norm and inner skip (the encoder folded, not the decoder)",
-       [](SfnoOptions& o) { o.normalization_layer = "layer_norm", o.inner_skip = "linear"; }},
+       }, true, true},
+      {"checkpointed blocks, bias", [](SfnoOptions& o) { o.bias = true; }, true, true, true},
+      {"checkpointed blocks, big_skip", [](SfnoOptions& o) { o.big_skip = true; }, true, true, true},
+      {"position embedding, three blocks", [](SfnoOptions& o) { o.pos_embed = "learnable lat", o.num_layers = 3; },
+       false, true},
+      {"layer norm and a linear inner skip", [](SfnoOptions& o) { o.normalization_layer = "layer_norm", o.inner_skip = "linear"; },
+       true, false},
+      {"instance norm and a linear outer skip",
+       [](SfnoOptions& o) { o.normalization_layer = "instance_norm", o.outer_skip = "linear"; }, true, false},
+      {"drop_path in train mode (the last block's rate > 0)", [](SfnoOptions& o) { o.drop_path_rate = 0.3; }, true,
+       false},
+      {"no MLP", [](SfnoOptions& o) { o.use_mlp = false; }, true, false},
   };
   for (const Case& c : cases) {
     const std::string name = c.name;
     CAPTURE(name);
     SfnoOptions o = small_options();
     c.set(o);
+    CHECK(sfno_folds_encoder(o) == c.encoder);
+    CHECK(sfno_folds_decoder(o) == c.decoder);
     const double d = largest_difference(o, c.checkpoint);
     MESSAGE(name << ": largest relative difference " << d);
     CHECK(d < 1e-12);
     CHECK(d > 0);  // bitwise equal would mean the folded form did not run
   }
+}
+
+TEST_CASE("SFNO fold: forward mode through the folded form (jvpcheck, f64)") {
+  SfnoOptions o = small_options();
+  o.bias = true, o.big_skip = true, o.img_size = {7, 12}, o.embed_dim = 3;
+  REQUIRE(sfno_folds_encoder(o));
+  REQUIRE(sfno_folds_decoder(o));
+  SFNO m(o);
+  randomize(m, 17, 0.3, 1);
+  const Tensor x = randn({1, 3, 7, 12}, {9, 2}, DType::f64).set_requires_grad(true);
+  auto rep = jvpcheck([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{m.forward(in[0])}; }, {x});
+  CHECK_MESSAGE(rep.ok, rep.failure << " (" << rep.detail << ")");
 }
 
 TEST_CASE("SFNO fold: gradcheck through the folded form w.r.t. the input and the folded parameters") {

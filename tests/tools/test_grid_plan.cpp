@@ -7,6 +7,7 @@
 
 #include "distributed/grid_planner.h"
 #include "engine/device.h"
+#include "models/sfno.h"
 #include "tests/test_util.h"
 #include "tools/grid_plan.h"
 #include "tools/train_config.h"
@@ -201,4 +202,31 @@ TEST_CASE("train config: distributed.grid auto and distributed.cost_model") {
   CHECK(contains(e, "hooks"));
   e = err("distributed:\n  cost_model:\n    allreduce_hidden_share: 1.5\n");
   CHECK(contains(e, "allreduce_hidden_share"));
+}
+
+TEST_CASE("grid planner: the SFNO's folded forms are counted as the model runs them") {
+  // Equiangular 17x32, scale factor 2: internal 9x16, lmax = mmax = 8; embed 8, hidden 16, 3
+  // channels in and out, no bias: the encoder and the decoder fold (models::sfno_folds_*).
+  const std::string text =
+      "data:\n  swe: {grid: equiangular, nlat: 17, nlon: 32}\n"
+      "model: {type: sfno, embed_dim: 8, num_layers: 2, scale_factor: 2, fold_encoder_decoder: ";
+  tools::TrainConfig folded = tools::train_config_from_string(text + "true}\n", "folded.yaml");
+  tools::TrainConfig plain = tools::train_config_from_string(text + "false}\n", "plain.yaml");
+  REQUIRE(models::sfno_folds_encoder(folded.model.sfno));
+  REQUIRE(models::sfno_folds_decoder(folded.model.sfno));
+  const models::TrajectoryInfo info = tools::planned_data_info(folded);
+  REQUIRE(info.channels() == 3);
+  const double diff = tools::planner_workload(plain, info).flops_per_sample -
+                      tools::planner_workload(folded, info).flops_per_sample;
+  // The planner's transform of one field on the 17x32 grid: 2.5 n log2 n a row and 4 a row per
+  // (l, m) pair, 36 pairs below lmax = mmax = 8.
+  const double C = 8, hidden = 16, ch = 3, points = 17 * 32, coeffs = 8 * 8, transform = 17 * (2.5 * 32 * 5 + 4 * 36);
+  const double forward_saved = (2 * ch * C * points - 4 * ch * C * coeffs)  // the encoder on coefficients
+                               + (C - ch) * transform                       // block 0 transforms 3 channels, not 8
+                               + 2 * C * ch * points                        // the decoder joins fc2
+                               + 4 * C * hidden * points                    // fc1 and fc2 on the grid, plain
+                               - (4 * C * hidden * coeffs + 2 * hidden * ch * points + 4 * C * ch * coeffs)
+                               - ch * transform;  // hidden + 3 channels synthesised, not 2 x 8
+  CHECK(diff == doctest::Approx(3 * forward_saved));  // forward and backward (twice the forward)
+  CHECK(forward_saved > 0);
 }
