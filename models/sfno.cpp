@@ -189,7 +189,7 @@ class SfnoBlock : public Module {
   // maps after the MLP's activation (no norm, inner skip, dropout or stochastic depth; the outer
   // skip the identity or none), so the decoder can be folded into them.
   bool folds_into_decoder() const {
-    return mlp_ && !mlp_->bf16_storage() && drop_path_rate_ == 0 && norm_->kind() == NormKind::none &&
+    return mlp_ && drop_path_rate_ == 0 && norm_->kind() == NormKind::none &&
            inner_ == Skip::none && (outer_ == Skip::identity || outer_ == Skip::none);
   }
 
@@ -209,10 +209,14 @@ class SfnoBlock : public Module {
     // The filter's bias is a constant per channel on the grid: W1 takes it into fc1's bias.
     if (global_conv_->bias().defined())
       b1 = add(b1, reshape(matmul(w1, reshape(use_param(global_conv_->bias()), {C, 1})), {hidden}));
-    const Tensor pre = global_conv_->synthesize(mix_coefficients(spectra.filtered, w1));  // (B, hidden, H, W)
+    // Under bf16 MLP storage the pre-activation and the hidden activation are kept in bf16, as
+    // Mlp::forward keeps them (gelu only); the coefficients fc1 reads are few and stay as they are.
+    const bool bf16 = mlp_->bf16_storage();
+    Tensor pre = global_conv_->synthesize(mix_coefficients(spectra.filtered, w1));  // (B, hidden, H, W)
+    if (bf16) pre = gs::to(pre, DType::bf16);
     const Activation act = mlp_->activation();
-    const Tensor h = act == Activation::gelu ? gelu_fused(pre, b1)
-                                             : activate(add(pre, reshape(b1, {1, hidden, 1, 1})), act);
+    Tensor h = act == Activation::gelu ? gelu_fused(pre, b1) : activate(add(pre, reshape(b1, {1, hidden, 1, 1})), act);
+    if (bf16) h = gs::to(h, DType::bf16);
     const Tensor w2 = reshape(use_param(fc2.weight()), {C, hidden});
     Tensor bias = dec_b;
     if (fc2.bias().defined()) {
@@ -352,7 +356,7 @@ bool sfno_folds_encoder(const SfnoOptions& o) {
 bool sfno_folds_decoder(const SfnoOptions& o) {
   // The last block's stochastic depth rate is linspace(0, drop_path_rate, num_layers)'s last.
   const bool no_drop_path = o.drop_path_rate == 0 || o.num_layers == 1;
-  return o.fold_encoder_decoder && o.use_mlp && !o.mlp_bf16_storage && o.drop_rate == 0 && no_drop_path &&
+  return o.fold_encoder_decoder && o.use_mlp && o.drop_rate == 0 && no_drop_path &&
          o.normalization_layer == "none" && o.inner_skip == "none" &&
          (o.outer_skip == "identity" || o.outer_skip == "none");
 }

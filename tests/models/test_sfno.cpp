@@ -203,12 +203,14 @@ TEST_CASE("SFNO: backward reaches every parameter in f32") {
 
 namespace {
 
-// One f32 model against the same model (same seed, same weights) with bf16 MLP storage.
-void check_bf16_mlp_storage(const std::string& norm, double max_kept_ratio) {
+// One f32 model against the same model (same seed, same weights) with bf16 MLP storage, both in
+// the plain form or both with the encoder and decoder folded (models/NOTES.md).
+void check_bf16_mlp_storage(const std::string& norm, double max_kept_ratio, bool fold) {
   CAPTURE(norm);
+  CAPTURE(fold);
   SfnoOptions o = tiny_options(DType::f32);
   o.img_size = {16, 32}, o.embed_dim = 16, o.bias = true, o.normalization_layer = norm;
-  o.fold_encoder_decoder = false;  // the MLP's storage compared on the plain form (bf16 storage never folds)
+  o.fold_encoder_decoder = fold;
   SfnoOptions ob = o;
   ob.mlp_bf16_storage = true;
   SFNO m(o), mb(ob);
@@ -248,8 +250,9 @@ void check_bf16_mlp_storage(const std::string& norm, double max_kept_ratio) {
 }  // namespace
 
 TEST_CASE("SFNO: bf16 MLP storage keeps less for backward and stays within bf16 rounding of f32") {
-  check_bf16_mlp_storage("none", 0.7);
-  check_bf16_mlp_storage("instance_norm", 0.8);
+  check_bf16_mlp_storage("none", 0.7, false);
+  check_bf16_mlp_storage("instance_norm", 0.8, false);
+  check_bf16_mlp_storage("none", 0.7, true);  // the folded last block keeps its hidden activations in bf16
   SfnoOptions relu = tiny_options(DType::f32);
   relu.activation_function = "relu", relu.mlp_bf16_storage = true;
   CHECK(contains(error_of([&] { SFNO bad(relu); }), "bf16 storage (mlp_storage bf16) needs activation gelu, got relu"));
