@@ -6,8 +6,8 @@
 #include "engine/autograd/checkpoint.h"
 #include "engine/error.h"
 #include "engine/factory.h"
-#include "ops/dropout.h"
 #include "ops/complex_ops.h"
+#include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/gelu_fused.h"
 #include "ops/linalg.h"
@@ -376,6 +376,13 @@ Tensor SFNO::encoded_coefficients(const Tensor& x) const {
   return add(coeffs, view_as_complex(contiguous(per_channel)));
 }
 
+// The decoder's weight (out_chans, C [+ in_chans]) as a matrix, columns [first, first + count):
+// all of it, or under big_skip the block's part or the input's.
+Tensor SFNO::decoder_columns(int64_t first, int64_t count) const {
+  const Tensor w = reshape(use_param(decoder_->weight()), {opt_.out_chans, decoder_->in_channels()});
+  return count == decoder_->in_channels() ? w : contiguous(narrow(w, 1, first, count));
+}
+
 Tensor SFNO::forward(const Tensor& x, const ForwardContext& ctx) {
   GS_CHECK(!ctx.labels.defined(), "SFNO: this model takes no labels, but the context holds {}", ctx.labels.meta_str());
   const int64_t H = pgrid_.local_lat(opt_.img_size[0]).count, W = pgrid_.local_lon(opt_.img_size[1]).count;
@@ -389,8 +396,7 @@ Tensor SFNO::forward(const Tensor& x, const ForwardContext& ctx) {
   Tensor y;
   // The encoder folded into the first block's coefficients and the decoder into the last block
   // (SfnoBlock::forward_from_coefficients, forward_decoded) where they allow it (NOTES.md).
-  const bool fold_head = fold_encoder_, fold = fold_decoder_;
-  if (fold_head) {
+  if (fold_encoder_) {
     y = encoded_coefficients(x);  // (B, C, L, M)
   } else {
     y = encoder_->forward(x);  // (B, C, H, W)
@@ -402,13 +408,12 @@ Tensor SFNO::forward(const Tensor& x, const ForwardContext& ctx) {
   }
   for (size_t i = 0; i < blocks_.size(); ++i) {  // (B, C, h, w) inside, (B, C, H, W) after the last
     const std::shared_ptr<SfnoBlock>& blk = blocks_[i];
-    const bool decode = fold && i + 1 == blocks_.size(), from_coefficients = fold_head && i == 0;
+    const bool decode = fold_decoder_ && i + 1 == blocks_.size(), from_coefficients = fold_encoder_ && i == 0;
     // Under checkpointing the decoder's parameters are read inside, so the recomputation reaches them.
     auto run = [this, blk, pass, decode, from_coefficients](const Tensor& in) {
       if (from_coefficients) return blk->forward_from_coefficients(in, pass);
       if (!decode) return blk->forward(in, pass);
-      const Tensor w = reshape(use_param(decoder_->weight()), {opt_.out_chans, decoder_->in_channels()});
-      return blk->forward_decoded(in, opt_.big_skip ? contiguous(narrow(w, 1, 0, opt_.embed_dim)) : w,
+      return blk->forward_decoded(in, decoder_columns(0, opt_.embed_dim),
                                   decoder_->bias().defined() ? use_param(decoder_->bias()) : Tensor());
     };
     if (!ctx.checkpoint_blocks) {
@@ -417,11 +422,8 @@ Tensor SFNO::forward(const Tensor& x, const ForwardContext& ctx) {
     }
     y = checkpoint([run](const std::vector<Tensor>& in) { return std::vector<Tensor>{run(in[0])}; }, {y})[0];
   }
-  if (fold) {  // y is the decoder's output already, less its input channels under big_skip
-    if (opt_.big_skip) {
-      const Tensor w = reshape(use_param(decoder_->weight()), {opt_.out_chans, decoder_->in_channels()});
-      y = add(y, sphere::conv1x1(x, contiguous(narrow(w, 1, opt_.embed_dim, opt_.in_chans))));
-    }
+  if (fold_decoder_) {  // y is the decoder's output already, less its input channels under big_skip
+    if (opt_.big_skip) y = add(y, sphere::conv1x1(x, decoder_columns(opt_.embed_dim, opt_.in_chans)));
   } else {
     if (opt_.big_skip) y = cat({y, x}, 1);
     y = decoder_->forward(y);  // (B, out_chans, H, W)

@@ -143,6 +143,7 @@ class SFNO : public Model {
   std::shared_ptr<PositionEmbedding> pos_embed_;
   std::vector<std::shared_ptr<SfnoBlock>> blocks_;
   Tensor encoded_coefficients(const Tensor& x) const;
+  Tensor decoder_columns(int64_t first, int64_t count) const;
   std::vector<double> drop_path_rates_;
   bool fold_encoder_ = false, fold_decoder_ = false;  // sfno_folds_encoder / _decoder of the options
 };
