@@ -401,6 +401,67 @@ void rfft_lon_into(const Tensor& x, const Tensor& out) {
   });
 }
 
+namespace {
+
+// Runs body(fft, field, r0, r1) over every group of kLaneRows rows of every field, the groups split
+// over the threads as rows are.
+template <typename R, typename Body>
+void over_field_groups(int64_t fields, int64_t nlat, int64_t n, Body&& body) {
+  constexpr int64_t L = kLaneRows<R>;
+  const int64_t groups = (nlat + L - 1) / L;
+  over_lane_rows<R>(fields * groups, n, threads_for(fields * nlat, n),
+                    [&](detail::LaneRowFft<R>& fft, int64_t lo, int64_t hi) {
+                      for (int64_t u = lo; u < hi; ++u) {
+                        const int64_t b = u / groups, r0 = u % groups * L;
+                        body(fft, b, r0, std::min(nlat, r0 + L));
+                      }
+                    });
+}
+
+void check_groups(const char* op, const Tensor& real, const Tensor& groups, int64_t mmax) {
+  const int64_t lanes = 64 / static_cast<int64_t>(dtype_size(real.dtype()));
+  const bool ok = real.defined() && groups.defined() && real.device().type == DeviceType::cpu &&
+                  groups.device().type == DeviceType::cpu && real.is_contiguous() && groups.is_contiguous() &&
+                  is_floating(real.dtype()) && groups.dtype() == real.dtype() && real.dim() == 3 && groups.dim() == 4 &&
+                  groups.size(0) == real.size(0) && groups.size(1) == (real.size(1) + lanes - 1) / lanes &&
+                  groups.size(2) == 2 * mmax && groups.size(3) == lanes && mmax >= 1 &&
+                  mmax <= real.size(2) / 2 + 1 && detail::lane_fft_supports(real.size(2));
+  GS_CHECK(ok,
+           "{}: expected contiguous CPU tensors (fields, nlat, nlon) real and (fields, ceil(nlat / L), 2 mmax, L) of "
+           "the same dtype (L = 64 bytes of it), 1 <= mmax <= nlon/2 + 1, nlon a length the lane FFT handles; got {} "
+           "and {} with mmax {}",
+           op, real.meta_str(), groups.meta_str(), mmax);
+}
+
+}  // namespace
+
+void rfft_lon_groups(const Tensor& x, const Tensor& groups) {
+  const int64_t mmax = groups.size(2) / 2;
+  check_groups("rfft_lon_groups", x, groups, mmax);
+  const int64_t fields = x.size(0), nlat = x.size(1), n = x.size(2), field = groups.numel() / fields;
+  const double s = 2.0 * std::numbers::pi / static_cast<double>(n);
+  dispatch_float(x.dtype(), "rfft_lon_groups", [&]<typename R>() {
+    const R* in = x.data<R>();
+    R* out = groups.data<R>();
+    over_field_groups<R>(fields, nlat, n, [&](detail::LaneRowFft<R>& fft, int64_t b, int64_t r0, int64_t r1) {
+      fft.forward_groups(in + b * nlat * n, out + b * field, r0, r1, mmax, s, s);
+    });
+  });
+}
+
+void irfft_lon_groups(const Tensor& groups, const Tensor& out) {
+  const int64_t mmax = groups.size(2) / 2;
+  check_groups("irfft_lon_groups", out, groups, mmax);
+  const int64_t fields = out.size(0), nlat = out.size(1), n = out.size(2), field = groups.numel() / fields;
+  dispatch_float(out.dtype(), "irfft_lon_groups", [&]<typename R>() {
+    const R* in = groups.data<R>();
+    R* x = out.data<R>();
+    over_field_groups<R>(fields, nlat, n, [&](detail::LaneRowFft<R>& fft, int64_t b, int64_t r0, int64_t r1) {
+      fft.inverse_groups(in + b * field, x + b * nlat * n, r0, r1, mmax, 1.0, 2.0);
+    });
+  });
+}
+
 void irfft_lon_into(const Tensor& X, const Tensor& out) {
   check_into("irfft_lon_into", out, X);
   const int64_t M = X.size(-1), nlon = out.size(-1), rows = X.numel() / M;

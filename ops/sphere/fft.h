@@ -30,6 +30,14 @@ namespace detail {
 // already checked. For composites that run the SHT's stages on blocks of fields (sht_blocks.h).
 void rfft_lon_into(const Tensor& x, const Tensor& out);
 void irfft_lon_into(const Tensor& X, const Tensor& out);
+// The same transforms of x (fields, nlat, nlon) with the spectra grouped as the lane FFT holds
+// them (lane_fft.h, forward_groups): groups (fields, G = ceil(nlat / L), 2 mmax, L) with L rows of
+// 64 bytes, mode m of row j at [j / L][2m + re/im][j % L]; the layout the on-the-fly Legendre
+// kernels read and write (legendre/recurrence.h). The rows past nlat in the last group are padding
+// (the forward writes copies into them; the inverse reads them, which must be finite, and drops
+// their results). Lane-FFT lengths only (lane_fft_supports(nlon)).
+void rfft_lon_groups(const Tensor& x, const Tensor& groups);
+void irfft_lon_groups(const Tensor& groups, const Tensor& out);
 }  // namespace detail
 
 // FFTW's planner (fftw_plan_*, fftw_destroy_plan, for every precision) is not thread-safe; only

@@ -469,9 +469,39 @@ Lanes<R>* other_of(GroupBuffers<R>& g, const Lanes<R>* p) {
 
 bool is_edge(int64_t m, int64_t n) { return m == 0 || 2 * m == n; }
 
-// Rows [r0, r0 + nr) of x, nr <= L, through the forward transform into X.
+// Where a group's spectra go, and where the inverse reads them:
+//   rows    (rows, M) complex, one row per lane: moved through the transposing block stores / loads;
+//   groups  the grouped layout of LaneRowFft::forward_groups: the group's M lane vectors as they
+//           are ([m][re/im][lane]), group after group: one contiguous copy.
 template <typename R>
-void rfft_group(const LanePlan<R>& plan, const R* x, std::complex<R>* X, int64_t r0, int64_t nr, int64_t M,
+struct SpectraAt {
+  std::complex<R>* X = nullptr;  // rows
+  R* groups = nullptr;           // or groups (then X is null)
+};
+
+// The group of rows from r0 in grouped spectra: M lane vectors. (The buffer is 64-byte aligned,
+// LaneRowFft::forward_groups, and a group is M x 2 registers.)
+template <typename R>
+Lanes<R>* group_of(const SpectraAt<R>& at, int64_t r0, int64_t M) {
+  return reinterpret_cast<Lanes<R>*>(at.groups + r0 / kLanes<R> * 2 * M * kLanes<R>);
+}
+
+// Group spectra spec[0 .. M) of rows [r0, r0 + nr) to `at`.
+template <typename R>
+void put_spectra(const Lanes<R>* spec, int64_t M, const SpectraAt<R>& at, int64_t r0, int64_t nr) {
+  constexpr int L = kLanes<R>;
+  if (at.groups != nullptr) {
+    std::memcpy(group_of(at, r0, M), spec, static_cast<size_t>(M) * sizeof(Lanes<R>));
+    return;
+  }
+  R* out_rows[L];
+  for (int i = 0; i < L; ++i) out_rows[i] = reinterpret_cast<R*>(at.X + (r0 + std::min<int64_t>(i, nr - 1)) * M);
+  store_lanes<R>(spec, M, out_rows, nr);
+}
+
+// Rows [r0, r0 + nr) of x, nr <= L, through the forward transform into `at`.
+template <typename R>
+void rfft_group(const LanePlan<R>& plan, const R* x, const SpectraAt<R>& at, int64_t r0, int64_t nr, int64_t M,
                 R w_edge, R w_int, GroupBuffers<R>& g) {
   constexpr int L = kLanes<R>;
   const int64_t n = plan.n, h = plan.h;
@@ -479,8 +509,6 @@ void rfft_group(const LanePlan<R>& plan, const R* x, std::complex<R>* X, int64_t
   // z[k] = x[2k] + i x[2k+1]; lanes past the last row repeat it (their results are dropped).
   const R* in_rows[L];
   for (int i = 0; i < L; ++i) in_rows[i] = x + (r0 + std::min<int64_t>(i, nr - 1)) * n;
-  R* out_rows[L];
-  for (int i = 0; i < L; ++i) out_rows[i] = reinterpret_cast<R*>(X + (r0 + std::min<int64_t>(i, nr - 1)) * M);
   if (n % 2 != 0) {  // odd n: the row's complex FFT, X[m] = w_m Z[m] (m = 0 is the only edge)
     load_real_lanes<R>(in_rows, z, n);
     z = complex_fft<R, false>(plan, z, g.b.data(), /*real_row=*/true);
@@ -488,13 +516,14 @@ void rfft_group(const LanePlan<R>& plan, const R* x, std::complex<R>* X, int64_t
       const R w = m == 0 ? w_edge : w_int;
       z[m].re *= w, z[m].im *= w;
     }
-    store_lanes<R>(z, M, out_rows, nr);
+    put_spectra(z, M, at, r0, nr);
     return;
   }
   load_lanes<R>(in_rows, z, h);
   z = complex_fft<R, false>(plan, z, g.b.data());
   // With Zc = conj(Z[h - m]): E = (Z[m] + Zc) / 2, O = -i (Z[m] - Zc) / 2, X[m] = E + e^{-2 pi i m/n} O.
-  Lanes<R>* spec = other_of(g, z);
+  // Grouped spectra are written in place (their layout is spec's); rows through the other buffer.
+  Lanes<R>* spec = at.groups != nullptr ? group_of(at, r0, M) : other_of(g, z);
   for (int64_t m = 0; m < M; ++m) {
     // Z is h-periodic: m = h reads Z[0] twice. (Written as z[m % h], z[(h - m % h) % h], the two
     // integer divisions per mode were a fifth of a 360-point row.)
@@ -506,20 +535,27 @@ void rfft_group(const LanePlan<R>& plan, const R* x, std::complex<R>* X, int64_t
     const Vec<R> or_ = zm.im + zc.im, oi = zc.re - zm.re;  // 2O
     spec[m] = {scale * (er + wr * or_ - wi * oi), scale * (ei + wr * oi + wi * or_)};
   }
-  store_lanes<R>(spec, M, out_rows, nr);
+  if (at.groups == nullptr) put_spectra(spec, M, at, r0, nr);
 }
 
-// Rows [r0, r0 + nr) of X through the inverse transform into x.
+// Rows [r0, r0 + nr) of the spectra at `at` through the inverse transform into x.
 template <typename R>
-void irfft_group(const LanePlan<R>& plan, const std::complex<R>* X, R* x, int64_t r0, int64_t nr, int64_t M,
+void irfft_group(const LanePlan<R>& plan, const SpectraAt<R>& at, R* x, int64_t r0, int64_t nr, int64_t M,
                  R w_edge, R w_int, GroupBuffers<R>& g) {
   constexpr int L = kLanes<R>;
   const int64_t n = plan.n, h = plan.h;
-  // The M input modes, in b (h + 1 entries).
+  // The M input modes, in b (h + 1 entries). Grouped spectra are read where they are, by the
+  // weighting below (odd n: its copy).
   Lanes<R>* Y = g.b.data();
-  const R* in_rows[L];
-  for (int i = 0; i < L; ++i) in_rows[i] = reinterpret_cast<const R*>(X + (r0 + std::min<int64_t>(i, nr - 1)) * M);
-  load_lanes<R>(in_rows, Y, M);
+  const Lanes<R>* in = Y;
+  if (at.groups != nullptr) {
+    in = group_of(at, r0, M);
+  } else {
+    const R* in_rows[L];
+    for (int i = 0; i < L; ++i)
+      in_rows[i] = reinterpret_cast<const R*>(at.X + (r0 + std::min<int64_t>(i, nr - 1)) * M);
+    load_lanes<R>(in_rows, Y, M);
+  }
   R* out_rows[L];
   for (int i = 0; i < L; ++i) out_rows[i] = x + (r0 + std::min<int64_t>(i, nr - 1)) * n;
   if (n % 2 != 0) {  // odd n: x = Re of the complex inverse FFT of Z[m] = w_m X[m], m < M
@@ -528,9 +564,9 @@ void irfft_group(const LanePlan<R>& plan, const std::complex<R>* X, R* x, int64_
       if (m >= M) {
         z[m].re = z[m].im = Vec<R>{};
       } else if (m == 0) {
-        z[m] = {Y[0].re * w_edge, Vec<R>{}};
+        z[m] = {in[0].re * w_edge, Vec<R>{}};
       } else {
-        z[m] = {Y[m].re * w_int, Y[m].im * w_int};
+        z[m] = {in[m].re * w_int, in[m].im * w_int};
       }
     }
     store_real_lanes<R>(complex_fft<R, true>(plan, z, g.b.data(), /*real_row=*/true), n, out_rows, nr);
@@ -543,11 +579,11 @@ void irfft_group(const LanePlan<R>& plan, const std::complex<R>* X, R* x, int64_
     if (m >= M) {
       y.re = y.im = Vec<R>{};
     } else if (is_edge(m, n)) {
-      y.re *= w_edge;
+      y.re = in[m].re * w_edge;
       y.im = Vec<R>{};
     } else {
-      y.re *= w_int * R(0.5);
-      y.im *= w_int * R(0.5);
+      y.re = in[m].re * (w_int * R(0.5));
+      y.im = in[m].im * (w_int * R(0.5));
     }
   }
   // E = Y[m] + conj(Y[h - m]), O = (Y[m] - conj(Y[h - m])) e^{+2 pi i m/n}, Z = E + i O.
@@ -588,15 +624,41 @@ LaneRowFft<R>::LaneRowFft(LaneRowFft&&) noexcept = default;
 template <typename R>
 void LaneRowFft<R>::forward(const R* x, std::complex<R>* X, int64_t rows, int64_t M, double w_edge, double w_int) {
   for (int64_t r0 = 0; r0 < rows; r0 += kLanes<R>)
-    rfft_group<R>(*plan_, x, X, r0, std::min<int64_t>(kLanes<R>, rows - r0), M, static_cast<R>(w_edge),
+    rfft_group<R>(*plan_, x, {X, nullptr}, r0, std::min<int64_t>(kLanes<R>, rows - r0), M, static_cast<R>(w_edge),
                   static_cast<R>(w_int), *buffers_);
 }
 
 template <typename R>
 void LaneRowFft<R>::inverse(const std::complex<R>* X, R* x, int64_t rows, int64_t M, double w_edge, double w_int) {
   for (int64_t r0 = 0; r0 < rows; r0 += kLanes<R>)
-    irfft_group<R>(*plan_, X, x, r0, std::min<int64_t>(kLanes<R>, rows - r0), M, static_cast<R>(w_edge),
-                   static_cast<R>(w_int), *buffers_);
+    irfft_group<R>(*plan_, {const_cast<std::complex<R>*>(X), nullptr}, x, r0, std::min<int64_t>(kLanes<R>, rows - r0),
+                   M, static_cast<R>(w_edge), static_cast<R>(w_int), *buffers_);
+}
+
+// Grouped spectra start on a group, 64-byte aligned (group_of reads them as lane vectors).
+template <typename R>
+void check_grouped(const R* groups, int64_t r0) {
+  GS_CHECK(r0 % kLanes<R> == 0 && reinterpret_cast<uintptr_t>(groups) % 64 == 0,
+           "lane FFT: internal error: grouped rows from {} at {} (expected a multiple of {}, 64-byte aligned)", r0,
+           static_cast<const void*>(groups), kLanes<R>);
+}
+
+template <typename R>
+void LaneRowFft<R>::forward_groups(const R* x, R* groups, int64_t r0, int64_t r1, int64_t M, double w_edge,
+                                   double w_int) {
+  check_grouped<R>(groups, r0);
+  for (int64_t g0 = r0; g0 < r1; g0 += kLanes<R>)
+    rfft_group<R>(*plan_, x, {nullptr, groups}, g0, std::min<int64_t>(kLanes<R>, r1 - g0), M, static_cast<R>(w_edge),
+                  static_cast<R>(w_int), *buffers_);
+}
+
+template <typename R>
+void LaneRowFft<R>::inverse_groups(const R* groups, R* x, int64_t r0, int64_t r1, int64_t M, double w_edge,
+                                   double w_int) {
+  check_grouped<R>(groups, r0);
+  for (int64_t g0 = r0; g0 < r1; g0 += kLanes<R>)
+    irfft_group<R>(*plan_, {nullptr, const_cast<R*>(groups)}, x, g0, std::min<int64_t>(kLanes<R>, r1 - g0), M,
+                   static_cast<R>(w_edge), static_cast<R>(w_int), *buffers_);
 }
 
 template class LaneRowFft<float>;

@@ -29,6 +29,10 @@ namespace gs::sphere::detail {
 // against ~0.1 in lanes (ops/sphere/NOTES.md, "Longitude FFT").
 inline constexpr int64_t kMaxRadix = 61;
 
+// Rows transformed side by side: one 64-byte register of R (8 doubles, 16 floats).
+template <typename R>
+inline constexpr int64_t kLaneRows = 64 / static_cast<int64_t>(sizeof(R));
+
 // Whether the lane FFT handles rows of length n >= 2: every prime factor of n/2 (even n) or of n
 // (odd n) <= kMaxRadix.
 bool lane_fft_supports(int64_t n);
@@ -57,6 +61,14 @@ class LaneRowFft {
   //   x[k] = Re sum_{m<M} w_m X[m] e^{2 pi i m k / n}, the same weights; the imaginary parts of the
   // edge modes are ignored (the real part of a Hermitian sum).
   void inverse(const std::complex<R>* X, R* x, int64_t rows, int64_t M, double w_edge, double w_int);
+
+  // The same transforms of rows [r0, r1) of one field (x: its row 0) with the spectra grouped:
+  // rows in groups of L = kLaneRows<R>, each group's M modes as [m][re/im][lane] (the transform's
+  // own layout), group after group: mode m of row j at groups[((j / L) 2M + 2m + re/im) L + j % L].
+  // r0 is a multiple of L. forward writes the lanes of a last partial group too (copies of its
+  // last row); inverse reads them (they must be finite) and drops their results.
+  void forward_groups(const R* x, R* groups, int64_t r0, int64_t r1, int64_t M, double w_edge, double w_int);
+  void inverse_groups(const R* groups, R* x, int64_t r0, int64_t r1, int64_t M, double w_edge, double w_int);
 
  private:
   struct Buffers;

@@ -14,6 +14,7 @@
 #include "ops/composite_path.h"
 #include "ops/kernels.h"
 #include "ops/sphere/fft.h"
+#include "ops/sphere/lane_fft.h"
 #include "ops/sphere/legendre/contraction.h"
 #include "ops/sphere/sht_common.h"
 #include "ops/view.h"
@@ -87,7 +88,73 @@ void over_blocks(const Tensor& in, const Tensor& out, int64_t batch, int64_t per
 
 }  // namespace
 
+namespace {
+
+// The grouped route (fft.h, rfft_lon_groups): the fields' spectra pass between the longitude FFT
+// and the on-the-fly Legendre kernels in the FFT's own lane layout, (fields, G, 2 mmax, L) reals
+// per block, instead of as X (fields, nlat, mmax) complex: the FFT copies its lanes out as they
+// are and the kernels read a chunk's orders of a group as one run, where the X layout needs a
+// transpose on each side. It applies to CPU
+// fields under no tape whose contraction takes the on-the-fly path and whose longitudes the lane
+// FFT handles; the values are those of the X route, bit for bit (tests/ops/test_sht.cpp).
+// Returns the number of fields, or 0 where the route does not apply.
+int64_t groups_batch(const Tensor& t, const ShtSpec& spec, DType real, LegendreTableKind kind) {
+  if (t.device().type != DeviceType::cpu || composite_path(t) || should_record({t}) ||
+      !lane_fft_supports(spec.nlon) || t.numel() == 0)
+    return 0;
+  const int64_t batch = t.numel() / (t.size(-2) * t.size(-1));
+  const int64_t block = std::min(batch, sht_fields_per_block(spec, real));
+  return legendre::takes_groups(t, table_key(spec, kind, real), block) ? batch : 0;
+}
+
+// The grouped spectra of per_block fields: (per_block, G, 2 mmax, L), L rows of 64 bytes a group.
+Shape groups_shape(const ShtSpec& spec, DType real, int64_t per_block) {
+  const int64_t lanes = 64 / static_cast<int64_t>(dtype_size(real));
+  return {per_block, (spec.nlat + lanes - 1) / lanes, 2 * spec.mmax, lanes};
+}
+
+Shape with_last_two(const Tensor& t, int64_t a, int64_t b) {
+  Shape sizes(t.sizes().begin(), t.sizes().end() - 2);
+  sizes.push_back(a);
+  sizes.push_back(b);
+  return sizes;
+}
+
+Tensor sht_by_groups(const Tensor& x, const ShtSpec& spec) {
+  const int64_t batch = groups_batch(x, spec, x.dtype(), LegendreTableKind::analysis);
+  if (batch == 0) return {};
+  const Tensor xc = view(contiguous_copy(x), {batch, spec.nlat, spec.nlon});
+  const LegendreTableKey key = table_key(spec, LegendreTableKind::analysis, x.dtype());
+  const int64_t per_block = sht_fields_per_block(spec, x.dtype());
+  Tensor out = empty({batch, spec.lmax, spec.mmax}, complex_dtype(x.dtype()), x.device());
+  over_blocks(xc, out, batch, per_block, groups_shape(spec, x.dtype(), per_block), x.dtype(),
+              [&](const Tensor& xb, const Tensor& pb, const Tensor& ob) {
+    rfft_lon_groups(xb, pb);
+    legendre::contract_groups(key, Direction::to_degree, pb, ob);
+  });
+  return view(out, with_last_two(x, spec.lmax, spec.mmax));
+}
+
+Tensor isht_by_groups(const Tensor& coeffs, const ShtSpec& spec) {
+  const DType real = real_dtype(coeffs.dtype());
+  const int64_t batch = groups_batch(coeffs, spec, real, LegendreTableKind::synthesis);
+  if (batch == 0) return {};
+  const Tensor ac = view(contiguous_copy(coeffs), {batch, spec.lmax, spec.mmax});
+  const LegendreTableKey key = table_key(spec, LegendreTableKind::synthesis, real);
+  const int64_t per_block = sht_fields_per_block(spec, real);
+  Tensor out = empty({batch, spec.nlat, spec.nlon}, real, coeffs.device());
+  over_blocks(ac, out, batch, per_block, groups_shape(spec, real, per_block), real,
+              [&](const Tensor& ab, const Tensor& pb, const Tensor& ob) {
+    legendre::contract_groups(key, Direction::to_latitude, pb, ab);
+    irfft_lon_groups(pb, ob);
+  });
+  return view(out, with_last_two(coeffs, spec.nlat, spec.nlon));
+}
+
+}  // namespace
+
 Tensor sht_in_blocks(const Tensor& x, const ShtSpec& spec) {
+  if (Tensor grouped = sht_by_groups(x, spec); grouped.defined()) return grouped;
   const int64_t batch = blocked_batch(x, spec, x.dtype());
   if (batch == 0) return {};
   const Tensor xc = view(contiguous_copy(x), {batch, spec.nlat, spec.nlon});
@@ -107,6 +174,7 @@ Tensor sht_in_blocks(const Tensor& x, const ShtSpec& spec) {
 }
 
 Tensor isht_in_blocks(const Tensor& coeffs, const ShtSpec& spec) {
+  if (Tensor grouped = isht_by_groups(coeffs, spec); grouped.defined()) return grouped;
   const DType real = real_dtype(coeffs.dtype());
   const int64_t batch = blocked_batch(coeffs, spec, real);
   if (batch == 0) return {};

@@ -11,6 +11,11 @@
 // Legendre path they are the same to the bit; the automatic path may pick the other kernels for a
 // block than for the whole batch (path.h), and the two agree to rounding.
 //
+// Where the Legendre stage runs on the fly (path.h) and the lane FFT handles the longitudes, the
+// stages also skip the X layout between them, for any batch (one block or several): the FFT's
+// lanes go to the recurrence kernels as they are ("grouped", fft.h rfft_lon_groups), which saves a
+// transpose on each side (ops/sphere/NOTES.md, "The grouped route"). Same values, bit for bit.
+//
 // With a tape (a field that requires grad or carries a tangent) the two stages stay two recorded
 // ops over the whole batch, as their backward expects.
 #pragma once

@@ -20,6 +20,7 @@
 #include "ops/sphere/legendre/path.h"
 #include "ops/sphere/sht.h"
 #include "ops/sphere/sht_blocks.h"
+#include "tests/ops/sht_test_util.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -31,10 +32,7 @@ using gs::sphere::GridKind;
 using gs::sphere::LegendrePath;
 using gs::sphere::ShtSpec;
 
-std::vector<c128> as_c128(const Tensor& t) {
-  return gs::cast_copy(gs::is_complex(t.dtype()) ? t : gs::complex(t, gs::zeros_like(t)), DType::c128)
-      .to_vector<c128>();
-}
+using gs_test::as_c128;
 
 // Largest |a - b| over the largest |b|.
 double rel_diff(const std::vector<c128>& a, const std::vector<c128>& b) {
@@ -43,32 +41,11 @@ double rel_diff(const std::vector<c128>& a, const std::vector<c128>& b) {
   return num / den;
 }
 
-// Sets the block bytes (so that a few fields make a block) and the thread count for one scope.
-struct BlockSetting {
-  int64_t bytes_before;
-  int threads_before;
-  BlockSetting(int64_t bytes, int threads)
-      : bytes_before(gs::sphere::detail::set_sht_block_bytes(bytes)), threads_before(omp_get_max_threads()) {
-    omp_set_num_threads(threads);
-  }
-  ~BlockSetting() {
-    gs::sphere::detail::set_sht_block_bytes(bytes_before);
-    omp_set_num_threads(threads_before);
-  }
-};
-
-struct PathSetting {
-  LegendrePath before;
-  explicit PathSetting(LegendrePath p) : before(gs::sphere::set_legendre_path(p)) {}
-  ~PathSetting() { gs::sphere::set_legendre_path(before); }
-};
-
 // One spec, dtype and path: blocked sht and isht against the two stages, for a batch (3, 5) whose
 // blocks of `per_block` fields leave a short last one, and for a non-contiguous input.
 void check_against_stages(const ShtSpec& s, DType real, LegendrePath path, int64_t per_block, int threads) {
   const int64_t field_bytes = s.nlat * s.mmax * 2 * static_cast<int64_t>(gs::dtype_size(real));
-  BlockSetting blocks(per_block * field_bytes, threads);
-  PathSetting forced(path);
+  gs_test::ShtSettings settings(path, threads, per_block * field_bytes);
   REQUIRE(gs::sphere::detail::sht_fields_per_block(s, real) == per_block);
   gs::NoGradGuard no_grad;
   const bool exact = path != LegendrePath::automatic;
@@ -121,7 +98,7 @@ TEST_CASE("sht blocks: blocked transforms equal the two stages over the whole ba
 
 TEST_CASE("sht blocks: a tape keeps the two recorded stages; one block is the plain path") {
   const ShtSpec s = gs::sphere::make_sht_spec(GridKind::legendre_gauss, 8, 16);
-  BlockSetting blocks(2 * s.nlat * s.mmax * 16, 1);  // two f64 fields a block
+  gs_test::ShtSettings settings(gs::sphere::legendre_path(), 1, 2 * s.nlat * s.mmax * 16);  // two f64 fields a block
   Tensor x = gs::sample_leaf({6, s.nlat, s.nlon}, {62, 1}, DType::f64);
   const Tensor a = gs::sphere::sht(x, s);
   REQUIRE(a.grad_fn());

@@ -210,6 +210,33 @@ void contract_into(const Tensor& x, const TableRef& table, Direction dir, const 
   run_cpu(x, ref, tabs, dir, out_sizes, path == ContractionPath::cpu_recurrence, out);
 }
 
+bool takes_groups(const Tensor& x, const LegendreTableKey& key, int64_t batch) {
+  return legendre_contraction_path(x, key.canonical(), batch, false) == ContractionPath::cpu_recurrence;
+}
+
+void contract_groups(const LegendreTableKey& key, Direction dir, const Tensor& groups, const Tensor& spectral) {
+  const LegendreTableKey k = key.canonical();
+  const int64_t batch = spectral.dim() == 3 ? spectral.size(0) : -1;
+  const int64_t lanes = groups.defined() ? 64 / static_cast<int64_t>(dtype_size(groups.dtype())) : 0;
+  const bool ok = batch >= 0 && groups.dim() == 4 && groups.size(0) == batch &&
+                  groups.size(1) == (k.nlat + lanes - 1) / lanes && groups.size(2) == 2 * k.mmax &&
+                  groups.size(3) == lanes && spectral.size(1) == k.lmax && spectral.size(2) == k.mmax &&
+                  k.all_orders() && spectral.dtype() == complex_dtype(groups.dtype()) && groups.is_contiguous() &&
+                  spectral.is_contiguous() && groups.device().type == DeviceType::cpu &&
+                  spectral.device().type == DeviceType::cpu;
+  GS_CHECK(ok,
+           "legendre contract_groups: expected contiguous CPU groups (B, ceil(nlat = {} / L), 2 mmax = {}, L) and "
+           "spectral (B, lmax = {}, mmax = {}) of one precision (L = 64 bytes of it) for every order, got {} and {}",
+           k.nlat, 2 * k.mmax, k.lmax, k.mmax, groups.meta_str(), spectral.meta_str());
+  if (batch == 0) return;
+  const std::shared_ptr<const RecurrencePlan> plan = recurrence_plan_cached(k);
+  dispatch_float(groups.dtype(), "legendre contract_groups", [&]<typename R>() {
+    using C = std::complex<R>;
+    if (dir == Direction::to_degree) recurrence_to_degree_groups(*plan, groups.data<R>(), spectral.data<C>(), batch);
+    else recurrence_to_latitude_groups(*plan, spectral.data<C>(), groups.data<R>(), batch);
+  });
+}
+
 size_t table_bytes(const TableRef& table) {
   const Tables t = resolve({table.key.canonical(), table.components});
   return t.first->nbytes() + (t.second ? t.second->nbytes() : 0);

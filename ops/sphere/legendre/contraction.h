@@ -41,6 +41,15 @@ Tensor contract(const Tensor& x, const TableRef& table, Direction dir);
 // contraction would not take a CPU path (path.h: a device tensor, a composite-path scope).
 void contract_into(const Tensor& x, const TableRef& table, Direction dir, const Tensor& out);
 
+// The grid side as the longitude FFT's grouped spectra (fft.h, rfft_lon_groups): whether a scalar
+// contraction of x (`batch` fields, its table `key`) takes the on-the-fly path, where the groups
+// forms below apply; then that contraction between groups (batch, ceil(nlat / L), 2 mmax, L) and
+// spectral (batch, lmax, mmax), contiguous CPU tensors of one precision: to_degree reads groups
+// into spectral, to_latitude writes groups from spectral (their padding rows zero). Recorded
+// nowhere, like contract_into.
+bool takes_groups(const Tensor& x, const LegendreTableKey& key, int64_t batch);
+void contract_groups(const LegendreTableKey& key, Direction dir, const Tensor& groups, const Tensor& spectral);
+
 // The bytes of the table(s) a contraction with `table` reads on the CPU (built if needed).
 size_t table_bytes(const TableRef& table);
 

@@ -174,16 +174,11 @@ struct PairOut {
   double g_prev[2 * FB];
 };
 
-// Pairs k .. k+K-1 of FB fields over nblk row blocks, into `po`. rec: the pairs' recurrence from
-// pair k. state holds per block (Y_{k-1}, Y_k) and is advanced by K pairs. t: nblk x kRows values
-// of x^2; rows of field f, quantity q = 2 parity + re/im at eo + f fs + q qs, kRows per block.
+// The block loop of analysis_pair_chunk: each block marches its four vectors of rows through the K
+// pairs, the row values read as operands of the multiply-adds.
 template <int FB, int K>
-void analysis_pair_chunk(const double* rec, int64_t k, int64_t nblk, const double* t, double* state, const double* eo,
-                         int64_t qs, int64_t fs, PairOut<FB>& po) {
-  constexpr int kAcc = K * FB * 4;
-  Lanes acc[kAcc];  // [kk][f][parity][re/im]
-#pragma GCC unroll 32
-  for (int a = 0; a < kAcc; ++a) acc[a] = Lanes{};  // unrolled: GCC makes a loop a memset on the stack
+inline void analysis_blocks(const double* rec, int64_t nblk, const double* t, double* state, const double* eo,
+                            int64_t qs, int64_t fs, Lanes (&acc)[K * FB * 4]) {
   for (int64_t blk = 0; blk < nblk; ++blk) {
     double* st = state + blk * 2 * kRows;
     const double* w = eo + blk * kRows;
@@ -213,6 +208,57 @@ void analysis_pair_chunk(const double* rec, int64_t k, int64_t nblk, const doubl
       store_lanes(st + kRows + v * kLanes, yc[v]);
     }
   }
+}
+
+// The same for one field: two vectors of rows at a time, first their K pairs' values Y (the
+// recurrence), then each row value loaded once and multiplied into the K pairs' sums. Each
+// accumulator still adds a block's vectors in order, so the sums are the same, bit for bit; one
+// field at legendre-gauss 720x1440 analysed 3% faster (Xeon, ops/BENCHMARKS.md).
+template <int K>
+inline void analysis_blocks_one_field(const double* rec, int64_t nblk, const double* t, double* state,
+                                      const double* eo, int64_t qs, Lanes (&acc)[K * 4]) {
+  constexpr int SV = 2;
+  for (int64_t blk = 0; blk < nblk; ++blk) {
+    double* st = state + blk * 2 * kRows;
+    const double* w = eo + blk * kRows;
+#pragma GCC unroll 4
+    for (int v0 = 0; v0 < kVecs; v0 += SV) {
+      Lanes y[K + 1][SV], yp[SV], tb[SV];
+      for (int u = 0; u < SV; ++u) {
+        yp[u] = load_lanes(st + (v0 + u) * kLanes);
+        y[0][u] = load_lanes(st + kRows + (v0 + u) * kLanes);
+        tb[u] = load_lanes(t + blk * kRows + (v0 + u) * kLanes);
+      }
+#pragma GCC unroll 16
+      for (int kk = 0; kk < K; ++kk)
+        for (int u = 0; u < SV; ++u)
+          y[kk + 1][u] = (rec[2 * kk] * tb[u] + rec[2 * kk + 1]) * y[kk][u] + (kk == 0 ? yp[u] : y[kk - 1][u]);
+      for (int q = 0; q < 4; ++q)
+        for (int u = 0; u < SV; ++u) {
+          const Lanes wv = load_lanes(w + q * qs + (v0 + u) * kLanes);
+#pragma GCC unroll 16
+          for (int kk = 0; kk < K; ++kk) acc[kk * 4 + q] += y[kk][u] * wv;
+        }
+      for (int u = 0; u < SV; ++u) {
+        store_lanes(st + (v0 + u) * kLanes, y[K - 1][u]);
+        store_lanes(st + kRows + (v0 + u) * kLanes, y[K][u]);
+      }
+    }
+  }
+}
+
+// Pairs k .. k+K-1 of FB fields over nblk row blocks, into `po`. rec: the pairs' recurrence from
+// pair k. state holds per block (Y_{k-1}, Y_k) and is advanced by K pairs. t: nblk x kRows values
+// of x^2; rows of field f, quantity q = 2 parity + re/im at eo + f fs + q qs, kRows per block.
+template <int FB, int K>
+void analysis_pair_chunk(const double* rec, int64_t k, int64_t nblk, const double* t, double* state, const double* eo,
+                         int64_t qs, int64_t fs, PairOut<FB>& po) {
+  constexpr int kAcc = K * FB * 4;
+  Lanes acc[kAcc];  // [kk][f][parity][re/im]
+#pragma GCC unroll 32
+  for (int a = 0; a < kAcc; ++a) acc[a] = Lanes{};  // unrolled: GCC makes a loop a memset on the stack
+  if constexpr (FB == 1) analysis_blocks_one_field<K>(rec, nblk, t, state, eo, qs, acc);
+  else analysis_blocks<FB, K>(rec, nblk, t, state, eo, qs, fs, acc);
   double sums[kAcc];
   lane_sums(acc, sums);
   for (int kk = 0; kk < K; ++kk) {
@@ -223,7 +269,9 @@ void analysis_pair_chunk(const double* rec, int64_t k, int64_t nblk, const doubl
     for (int f = 0; f < FB; ++f)
       for (int i = 0; i < 2; ++i) {
         const double g = sums[(kk * FB + f) * 4 + i], h = sums[(kk * FB + f) * 4 + 2 + i];
-        even[2 * f + i] = pair == 0 ? c0 * g : c0 * g + c1 * po.g_prev[2 * f + i];
+        // One fused multiply-add, written out: as c0 g + c1 g_prev the compiler fused either
+        // product or neither depending on where this was inlined, and the results' last bits with it.
+        even[2 * f + i] = pair == 0 ? c0 * g : std::fma(c0, g, c1 * po.g_prev[2 * f + i]);
         if (odd) even[po.ostride + 2 * f + i] = c2 * h;
         po.g_prev[2 * f + i] = g;
       }
@@ -367,6 +415,88 @@ ChunkScratch& thread_scratch() {
   return ws;
 }
 
+// The grid side of a contraction: X (B, nlat, mmax) complex, or the longitude FFT's grouped spectra
+// (rfft_lon_groups, fft.h): rows in groups of L (64 bytes of T), each group's orders as
+// [m][re/im][lane], G groups a field. With groups, the FFT and these kernels meet without the two
+// transposes in between (the FFT's lanes to X's rows, X's rows to the kernels' order-major rows):
+// a chunk's orders of one group are one contiguous run.
+template <typename T>
+struct GridRef {
+  static constexpr int64_t L = 64 / static_cast<int64_t>(sizeof(T));
+  std::complex<T>* X = nullptr;
+  T* groups = nullptr;
+  // The fields from f0 on.
+  GridRef from_field(const RecurrencePlan& p, int64_t f0) const {
+    if (groups != nullptr) return {nullptr, groups + f0 * group_count(p) * 2 * p.key.mmax * L};
+    return {X + f0 * p.key.nlat * p.key.mmax, nullptr};
+  }
+  static int64_t group_count(const RecurrencePlan& p) { return (p.key.nlat + L - 1) / L; }
+  // The real part of field b's order m at row j (the imaginary part L further).
+  T* at(const RecurrencePlan& p, int64_t b, int64_t j, int64_t m) const {
+    return groups + ((b * group_count(p) + j / L) * 2 * p.key.mmax + 2 * m) * L + j % L;
+  }
+};
+
+// Grouped rows as vectors: a group's L values of T as L / 8 vectors of doubles, and back.
+template <typename T>
+inline void to_doubles(const simd::Vec<T>& v, Lanes (&out)[GridRef<T>::L / kLanes]) {
+  if constexpr (sizeof(T) == 8) {
+    out[0] = v;
+  } else {
+    out[0] = __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7), Lanes);
+    out[1] = __builtin_convertvector(__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15), Lanes);
+  }
+}
+template <typename T>
+inline simd::Vec<T> from_doubles(const Lanes (&in)[GridRef<T>::L / kLanes]) {
+  if constexpr (sizeof(T) == 8) {
+    return in[0];
+  } else {
+    typedef float Half __attribute__((vector_size(32)));
+    const Half a = __builtin_convertvector(in[0], Half), b = __builtin_convertvector(in[1], Half);
+    return __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  }
+}
+
+// The mirror rows of a whole northern group (rows j0 .. j0 + L - 1): the southern rows
+// nlat - 1 - j0 - i, i < L, run downwards across two southern groups, `hi` holding the first of
+// them at lane r = (nlat - 1) mod L and `lo` the group before it (only `hi` when r = L - 1). The
+// run as one vector has lane i = row nlat - 1 - j0 - i.
+template <typename T>
+struct Mirror {
+  static constexpr int64_t L = GridRef<T>::L;
+  using V = simd::Vec<T>;
+  int64_t r;
+  simd::Index<T> idx, inv, keep_hi, keep_lo;
+  explicit Mirror(int64_t nlat) : r((nlat - 1) % L) {
+    for (int64_t i = 0; i < L; ++i) {
+      idx[i] = L + r - i;
+      inv[i] = (r - i + L) % L;
+      keep_hi[i] = i <= r ? i : L + i;  // two-source selects: lane i of the first or of the second
+      keep_lo[i] = i > r ? i : L + i;
+    }
+  }
+  // The run from the groups at lo and hi.
+  V gather(const T* lo, const T* hi) const { return shuffle2(simd::load(lo), simd::load(hi), idx); }
+  // The inverse: the run's lanes placed as the southern groups hold them (lane k of the group at
+  // hi is lane r - k of the run for k <= r; lane k of the group at lo is lane L + r - k for k > r),
+  // then blended into the old values of each.
+  V scatter(const V& run) const { return shuffle2(run, run, inv); }
+  V select_hi(const V& placed, const V& old) const { return shuffle2(placed, old, keep_hi); }
+  V select_lo(const V& placed, const V& old) const { return shuffle2(placed, old, keep_lo); }
+
+ private:
+  static V shuffle2(const V& a, const V& b, const simd::Index<T>& k) {
+#if defined(__GNUC__) && !defined(__clang__)
+    return __builtin_shuffle(a, b, k);
+#else
+    V v;
+    for (int64_t i = 0; i < L; ++i) v[i] = k[i] < L ? a[k[i]] : b[k[i] - L];
+    return v;
+#endif
+  }
+};
+
 // Vectors of rows per synthesis call: with AVX-512 the sums of FB fields (4 FB V vectors), Y_k,
 // Y_{k-1}, x^2 and x fit the 32 registers. With AVX2 (16 registers) two fields spill a few sums
 // but still beat one field, whose two-FMA recurrence chain per pair is then too short to hide its
@@ -410,9 +540,103 @@ void pair_coefficients(const RecurrencePlan& p, int64_t m, const double* raw, in
   }
 }
 
+// The rows of order m that the grouped gather and scatter take as whole northern groups:
+// [whole_lo, whole_hi) in groups, those from the order's first kept row on; the groups below
+// zero_hi hold only rows before it (zero in the synthesis, skipped by the analysis). Rows outside
+// the whole groups (the group holding the first kept row, the last partial group, the equator)
+// go one at a time.
+struct GroupSpan {
+  int64_t zero_hi, whole_lo, whole_hi;
+};
 template <typename T>
-void to_latitude_chunk(const RecurrencePlan& p, const std::complex<T>* A, std::complex<T>* X, int64_t B, int64_t c0,
-                       int64_t c1, ChunkScratch& ws) {
+GroupSpan group_span(const RecurrencePlan& p, int64_t m) {
+  constexpr int64_t L = GridRef<T>::L;
+  const int64_t n_north = std::min(p.n_odd, p.n_even);
+  const int64_t js = std::min(p.first_row[static_cast<size_t>(m)], n_north);
+  return {js / L, std::min((js + L - 1) / L, n_north / L), n_north / L};
+}
+
+// The synthesis's scatter into groups: fields [0, B) and orders [c0, c1) of the chunk's row sums
+// (S_e, S_o of field b, order m at rows(m, b)[q n_pad + j]) to rows j and nlat - 1 - j; zero before
+// each order's first kept row and in the last group's padding rows. The same arithmetic as the
+// scatter into X, so the same values. Whole northern groups as vectors, group by group with the
+// chunk's orders inside (one contiguous run of the buffer per group); their mirror rows blended
+// into the two southern groups they straddle.
+template <typename T, typename RowsOf>
+__attribute__((noinline)) void scatter_groups(const RecurrencePlan& p, RowsOf&& rows, const GridRef<T>& grid,
+                                              int64_t B, int64_t c0, int64_t c1, int64_t n_pad) {
+  constexpr int64_t L = GridRef<T>::L;
+  using V = simd::Vec<T>;
+  const Mirror<T> mirror(p.key.nlat);
+  const int64_t nlat = p.key.nlat, n_even = p.n_even, n_north = std::min(p.n_odd, n_even);
+  const double* w = p.weight.data();
+  const int64_t group = 2 * p.key.mmax * L;  // T values from one group to the next
+  for (int64_t b = 0; b < B; ++b) {
+    // Rows one at a time: outside the whole groups, and every row of the group holding js.
+    for (int64_t m = c0; m < c1; ++m) {
+      const double* o = rows(m, b);
+      const double *e_re = o, *e_im = o + n_pad, *o_re = o + 2 * n_pad, *o_im = o + 3 * n_pad;
+      const int64_t js = std::min(p.first_row[static_cast<size_t>(m)], n_even);
+      auto put = [&](int64_t j, double re, double im) {
+        T* a = grid.at(p, b, j, m);
+        a[0] = static_cast<T>(re), a[L] = static_cast<T>(im);
+      };
+      auto row = [&](int64_t j) {
+        if (j < js) {
+          put(j, 0, 0), put(nlat - 1 - j, 0, 0);
+        } else {
+          put(j, w[j] * (e_re[j] + o_re[j]), w[j] * (e_im[j] + o_im[j]));
+          put(nlat - 1 - j, w[j] * (e_re[j] - o_re[j]), w[j] * (e_im[j] - o_im[j]));
+        }
+      };
+      const GroupSpan span = group_span<T>(p, m);
+      for (int64_t j = span.zero_hi * L; j < span.whole_lo * L; ++j) row(j);
+      for (int64_t j = span.whole_hi * L; j < n_north; ++j) row(j);
+      if (n_north < n_even) {  // the equator (odd nlat): S_e alone
+        const int64_t je = n_north;
+        if (je < js) put(je, 0, 0);
+        else put(je, w[je] * (e_re[je] + 0.0), w[je] * (e_im[je] + 0.0));
+      }
+      for (int64_t jp = nlat; jp < GridRef<T>::group_count(p) * L; ++jp) put(jp, 0, 0);
+    }
+    // Whole groups.
+    for (int64_t g = 0; g < n_north / L; ++g) {
+      const int64_t j = g * L;
+      T* north = grid.at(p, b, j, c0);
+      T* hi = grid.at(p, b, nlat - 1 - j - mirror.r, c0);
+      T* lo = hi - group;
+      for (int64_t m = c0; m < c1; ++m, north += 2 * L, hi += 2 * L, lo += 2 * L) {
+        const GroupSpan span = group_span<T>(p, m);
+        V n_re{}, n_im{}, s_re{}, s_im{};
+        if (g >= span.whole_lo) {
+          const double* o = rows(m, b);
+          Lanes nr[L / kLanes], ni[L / kLanes], sr[L / kLanes], si[L / kLanes];
+          for (int64_t h = 0; h < L / kLanes; ++h) {
+            const int64_t jh = j + h * kLanes;
+            const Lanes wv = load_lanes(w + jh), er = load_lanes(o + jh), ei = load_lanes(o + n_pad + jh);
+            const Lanes orr = load_lanes(o + 2 * n_pad + jh), oi = load_lanes(o + 3 * n_pad + jh);
+            nr[h] = wv * (er + orr), ni[h] = wv * (ei + oi), sr[h] = wv * (er - orr), si[h] = wv * (ei - oi);
+          }
+          n_re = from_doubles<T>(nr), n_im = from_doubles<T>(ni), s_re = from_doubles<T>(sr), s_im = from_doubles<T>(si);
+        } else if (g >= span.zero_hi) {
+          continue;  // the group holding js: its rows went one at a time
+        }
+        simd::store(north, n_re), simd::store(north + L, n_im);
+        const V pr = mirror.scatter(s_re), pi = mirror.scatter(s_im);
+        simd::store(hi, mirror.select_hi(pr, simd::load(hi)));
+        simd::store(hi + L, mirror.select_hi(pi, simd::load(hi + L)));
+        if (mirror.r != L - 1) {
+          simd::store(lo, mirror.select_lo(pr, simd::load(lo)));
+          simd::store(lo + L, mirror.select_lo(pi, simd::load(lo + L)));
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void to_latitude_chunk(const RecurrencePlan& p, const std::complex<T>* A, const GridRef<T>& grid, int64_t B,
+                       int64_t c0, int64_t c1, ChunkScratch& ws) {
   const int64_t lmax = p.key.lmax, mmax = p.key.mmax, nlat = p.key.nlat, n_even = p.n_even;
   const auto [n_pad, row_block] = row_layout(n_even, B);
   const int64_t K = c1 - c0;
@@ -494,6 +718,12 @@ void to_latitude_chunk(const RecurrencePlan& p, const std::complex<T>* A, std::c
     }
   }
   // Row j gets w_j (S_e + S_o), its mirror w_j (S_e - S_o), the equator (odd nlat) w_j S_e.
+  if (grid.groups != nullptr) {
+    scatter_groups<T>(p, [&](int64_t m, int64_t b) { return all_rows + (m - c0) * row_block + b * 4 * n_pad; }, grid,
+                      B, c0, c1, n_pad);
+    return;
+  }
+  std::complex<T>* const X = grid.X;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t j = 0; j < n_even; ++j) {
       const double w = p.weight[static_cast<size_t>(j)];
@@ -533,12 +763,84 @@ constexpr bool kRegisterAnalysis = false;
 // Order m's rows start at its first kept row js and are zero-padded to whole blocks; n_pad and the
 // buffer are multiples of 64 bytes, so that every block loads whole cache lines (a vector load
 // across two lines costs about twice as much: this alignment made the analysis ~1.5x faster).
+// From groups (GridRef): the chunk's row values, out(m, b) + q n_pad + (j - js) for field b, order m.
+// The same arithmetic as from X, so the same values. Whole northern groups as vectors, group by
+// group with the chunk's orders inside (one contiguous run of the buffer per group).
+template <typename T, typename OutOf>
+void analysis_rows_from_groups(const RecurrencePlan& p, const GridRef<T>& grid, OutOf&& out, int64_t B, int64_t c0,
+                               int64_t c1, int64_t n_pad) {
+  constexpr int64_t L = GridRef<T>::L;
+  const Mirror<T> mirror(p.key.nlat);
+  const int64_t nlat = p.key.nlat, n_even = p.n_even, n_north = std::min(p.n_odd, n_even);
+  const double *w = p.weight.data(), *x = p.x.data();
+  const int64_t group = 2 * p.key.mmax * L;  // T values from one group to the next
+  for (int64_t b = 0; b < B; ++b) {
+    // Rows one at a time: outside the whole groups, and every kept row of the group holding js.
+    for (int64_t m = c0; m < c1; ++m) {
+      const int64_t js = p.first_row[static_cast<size_t>(m)];
+      double* o = out(m, b) - js;  // o[j]: row j
+      auto row = [&](int64_t j) {
+        const T* north = grid.at(p, b, j, m);
+        const T* south = grid.at(p, b, nlat - 1 - j, m);
+        const double nr = north[0], ni = north[L], sr = south[0], si = south[L];
+        const double wo = kRegisterAnalysis ? w[j] * x[j] : w[j];  // the pair form reads x O
+        o[j] = w[j] * (nr + sr), o[n_pad + j] = w[j] * (ni + si);
+        o[2 * n_pad + j] = wo * (nr - sr), o[3 * n_pad + j] = wo * (ni - si);
+      };
+      const GroupSpan span = group_span<T>(p, m);
+      for (int64_t j = js; j < span.whole_lo * L; ++j) row(j);
+      for (int64_t j = std::max(js, span.whole_hi * L); j < n_north; ++j) row(j);
+      if (n_north < n_even && js <= n_north) {  // the equator (odd nlat): E = w X, O = 0
+        const int64_t je = n_north;
+        const T* eq = grid.at(p, b, je, m);
+        o[je] = w[je] * (eq[0] + 0.0), o[n_pad + je] = w[je] * (eq[L] + 0.0);
+        o[2 * n_pad + je] = o[3 * n_pad + je] = 0.0;
+      }
+    }
+    // Whole groups.
+    for (int64_t g = 0; g < n_north / L; ++g) {
+      const int64_t j = g * L;
+      const T* north = grid.at(p, b, j, c0);
+      const T* hi = grid.at(p, b, nlat - 1 - j - mirror.r, c0);
+      const T* lo = mirror.r == L - 1 ? hi : hi - group;
+      for (int64_t m = c0; m < c1; ++m, north += 2 * L, hi += 2 * L, lo += 2 * L) {
+        if (g < group_span<T>(p, m).whole_lo) continue;
+        double* o = out(m, b) - p.first_row[static_cast<size_t>(m)];
+        Lanes nr[L / kLanes], ni[L / kLanes], sr[L / kLanes], si[L / kLanes];
+        to_doubles<T>(simd::load(north), nr);
+        to_doubles<T>(simd::load(north + L), ni);
+        to_doubles<T>(mirror.gather(lo, hi), sr);
+        to_doubles<T>(mirror.gather(lo + L, hi + L), si);
+        for (int64_t h = 0; h < L / kLanes; ++h) {
+          const int64_t jh = j + h * kLanes;
+          const Lanes wv = load_lanes(w + jh);
+          const Lanes wo = kRegisterAnalysis ? wv * load_lanes(x + jh) : wv;
+          store_lanes(o + jh, wv * (nr[h] + sr[h]));
+          store_lanes(o + n_pad + jh, wv * (ni[h] + si[h]));
+          store_lanes(o + 2 * n_pad + jh, wo * (nr[h] - sr[h]));
+          store_lanes(o + 3 * n_pad + jh, wo * (ni[h] - si[h]));
+        }
+      }
+    }
+  }
+}
+
 template <typename T>
-double* analysis_rows(const RecurrencePlan& p, const std::complex<T>* X, int64_t B, int64_t c0, int64_t c1,
+double* analysis_rows(const RecurrencePlan& p, const GridRef<T>& grid, int64_t B, int64_t c0, int64_t c1,
                       RowLayout layout, ChunkScratch& ws) {
   const int64_t mmax = p.key.mmax, nlat = p.key.nlat, n_even = p.n_even;
   const auto [n_pad, row_block] = layout;
   double* const rows = aligned_doubles(ws.rows, static_cast<size_t>((c1 - c0) * row_block));
+  if (grid.groups != nullptr) {
+    auto out = [&](int64_t m, int64_t b) { return rows + (m - c0) * row_block + b * 4 * n_pad; };
+    for (int64_t m = c0; m < c1; ++m)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t q = 0; q < 4; ++q)  // the padding the last block reads
+          std::fill_n(out(m, b) + q * n_pad + n_even - p.first_row[static_cast<size_t>(m)], kRows, 0.0);
+    analysis_rows_from_groups(p, grid, out, B, c0, c1, n_pad);
+    return rows;
+  }
+  const std::complex<T>* const X = grid.X;
   int64_t j0 = n_even;
   for (int64_t m = c0; m < c1; ++m) {
     const int64_t js = p.first_row[static_cast<size_t>(m)];
@@ -658,11 +960,11 @@ void analyse_order(const RecurrencePlan& p, int64_t m, const double* rows, int64
 }
 
 template <typename T>
-void to_degree_chunk(const RecurrencePlan& p, const std::complex<T>* X, std::complex<T>* A, int64_t B, int64_t c0,
+void to_degree_chunk(const RecurrencePlan& p, const GridRef<T>& grid, std::complex<T>* A, int64_t B, int64_t c0,
                      int64_t c1, ChunkScratch& ws) {
   const int64_t lmax = p.key.lmax, mmax = p.key.mmax;
   const RowLayout layout = row_layout(p.n_even, B);
-  const double* rows = analysis_rows(p, X, B, c0, c1, layout, ws);
+  const double* rows = analysis_rows(p, grid, B, c0, c1, layout, ws);
   // Results by degree, then order: [l - c0][m - c0][b][re/im], so that the scatter reads each
   // degree's orders in one run (by order first, it read 16 lines 20-60 KB apart per row of A).
   const int64_t K = c1 - c0, ostride = K * 2 * B;
@@ -720,35 +1022,47 @@ void for_chunks(const RecurrencePlan& p, int64_t batch, Fn&& chunk) {
 }
 
 template <typename T>
-void to_degree_all(const RecurrencePlan& p, const std::complex<T>* X, std::complex<T>* A, int64_t B) {
-  const int64_t x_field = p.key.nlat * p.key.mmax, a_field = p.key.lmax * p.key.mmax;
+void to_degree_all(const RecurrencePlan& p, const GridRef<T>& grid, std::complex<T>* A, int64_t B) {
+  const int64_t a_field = p.key.lmax * p.key.mmax;
   for_chunks(p, B, [&](int64_t c0, int64_t c1, int64_t f0, int64_t f1, ChunkScratch& ws) {
-    to_degree_chunk<T>(p, X + f0 * x_field, A + f0 * a_field, f1 - f0, c0, c1, ws);
+    to_degree_chunk<T>(p, grid.from_field(p, f0), A + f0 * a_field, f1 - f0, c0, c1, ws);
   });
 }
 
 template <typename T>
-void to_latitude_all(const RecurrencePlan& p, const std::complex<T>* A, std::complex<T>* X, int64_t B) {
-  const int64_t x_field = p.key.nlat * p.key.mmax, a_field = p.key.lmax * p.key.mmax;
+void to_latitude_all(const RecurrencePlan& p, const std::complex<T>* A, const GridRef<T>& grid, int64_t B) {
+  const int64_t a_field = p.key.lmax * p.key.mmax;
   for_chunks(p, B, [&](int64_t c0, int64_t c1, int64_t f0, int64_t f1, ChunkScratch& ws) {
-    to_latitude_chunk<T>(p, A + f0 * a_field, X + f0 * x_field, f1 - f0, c0, c1, ws);
+    to_latitude_chunk<T>(p, A + f0 * a_field, grid.from_field(p, f0), f1 - f0, c0, c1, ws);
   });
 }
 
 }  // namespace
 
 void recurrence_to_degree(const RecurrencePlan& p, const std::complex<float>* X, std::complex<float>* A, int64_t B) {
-  to_degree_all<float>(p, X, A, B);
+  to_degree_all<float>(p, {const_cast<std::complex<float>*>(X), nullptr}, A, B);
 }
 void recurrence_to_degree(const RecurrencePlan& p, const std::complex<double>* X, std::complex<double>* A, int64_t B) {
-  to_degree_all<double>(p, X, A, B);
+  to_degree_all<double>(p, {const_cast<std::complex<double>*>(X), nullptr}, A, B);
 }
 void recurrence_to_latitude(const RecurrencePlan& p, const std::complex<float>* A, std::complex<float>* X, int64_t B) {
-  to_latitude_all<float>(p, A, X, B);
+  to_latitude_all<float>(p, A, {X, nullptr}, B);
 }
 void recurrence_to_latitude(const RecurrencePlan& p, const std::complex<double>* A, std::complex<double>* X,
                             int64_t B) {
-  to_latitude_all<double>(p, A, X, B);
+  to_latitude_all<double>(p, A, {X, nullptr}, B);
+}
+void recurrence_to_degree_groups(const RecurrencePlan& p, const float* groups, std::complex<float>* A, int64_t B) {
+  to_degree_all<float>(p, {nullptr, const_cast<float*>(groups)}, A, B);
+}
+void recurrence_to_degree_groups(const RecurrencePlan& p, const double* groups, std::complex<double>* A, int64_t B) {
+  to_degree_all<double>(p, {nullptr, const_cast<double*>(groups)}, A, B);
+}
+void recurrence_to_latitude_groups(const RecurrencePlan& p, const std::complex<float>* A, float* groups, int64_t B) {
+  to_latitude_all<float>(p, A, {nullptr, groups}, B);
+}
+void recurrence_to_latitude_groups(const RecurrencePlan& p, const std::complex<double>* A, double* groups, int64_t B) {
+  to_latitude_all<double>(p, A, {nullptr, groups}, B);
 }
 
 }  // namespace gs::sphere

@@ -29,5 +29,17 @@ void recurrence_to_latitude(const RecurrencePlan& plan, const std::complex<float
                             int64_t batch);
 void recurrence_to_latitude(const RecurrencePlan& plan, const std::complex<double>* A, std::complex<double>* X,
                             int64_t batch);
+// The same with the grid side as the longitude FFT's grouped spectra (rfft_lon_groups,
+// ops/sphere/fft.h): (batch, ceil(nlat / L), 2 mmax, L) reals, L = 64 bytes of T, mode m of row j
+// at [j / L][2m + re/im][j % L]. to_latitude writes every value, zero in the last group's padding
+// rows; the values are those of the X forms, bit for bit.
+void recurrence_to_degree_groups(const RecurrencePlan& plan, const float* groups, std::complex<float>* A,
+                                 int64_t batch);
+void recurrence_to_degree_groups(const RecurrencePlan& plan, const double* groups, std::complex<double>* A,
+                                 int64_t batch);
+void recurrence_to_latitude_groups(const RecurrencePlan& plan, const std::complex<float>* A, float* groups,
+                                   int64_t batch);
+void recurrence_to_latitude_groups(const RecurrencePlan& plan, const std::complex<double>* A, double* groups,
+                                   int64_t batch);
 
 }  // namespace gs::sphere
