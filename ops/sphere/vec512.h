@@ -6,6 +6,10 @@
 #include <cstring>
 #include <type_traits>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 // Without AVX-512 GCC notes that passing or returning a 64-byte vector by value has a different ABI.
 // Only kernel helpers do that: the includers' anonymous-namespace helpers and the inline load /
 // store below, all compiled with the library's one -march; no interface of the library takes or
@@ -52,7 +56,9 @@ inline void store(T* p, const Vec<T>& v) {
 // two-source shuffles instead of L^2 scalar moves (the lane FFT's row loads and stores, the GEMM's
 // transposed panels). Round b swaps bit b of the row index with bit b of the column index; after
 // all rounds every bit is swapped.
-template <typename R>
+// kSkipTop: every round but the last (bit log2(L) - 1), which the row movers below do with their
+// half-register loads and stores.
+template <typename R, bool kSkipTop = false>
 inline void transpose_block(Vec<R> (&v)[kLanes<R>]) {
   constexpr int L = kLanes<R>;
 #if defined(__GNUC__) && !defined(__clang__)
@@ -72,14 +78,52 @@ inline void transpose_block(Vec<R> (&v)[kLanes<R>]) {
   };
   round.template operator()<1>();
   round.template operator()<2>();
-  round.template operator()<4>();
-  if constexpr (L == 16) round.template operator()<8>();
+  if constexpr (L == 8) {
+    if constexpr (!kSkipTop) round.template operator()<4>();
+  } else {
+    round.template operator()<4>();
+    if constexpr (!kSkipTop) round.template operator()<8>();
+  }
 #else
+  static_assert(!kSkipTop, "transpose_block: the rounds but the top one need GCC's shuffles");
   R t[L][L];
   for (int i = 0; i < L; ++i)
     for (int j = 0; j < L; ++j) t[j][i] = v[i][j];
   for (int i = 0; i < L; ++i) std::memcpy(&v[i], t[i], sizeof(v[i]));
 #endif
 }
+
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+// The L x L block at rows[i] + offset (i < L) transposed into v, and back (rows i < nr). The top
+// round of the transpose (the 256-bit halves of rows i and i + L/2 exchanged) is done by the loads
+// and stores themselves: half-register loads inserted into a register, and half-register stores,
+// where a shuffle round takes the one port that does 512-bit shuffles (8 x 8 doubles: 16 shuffles
+// instead of 24).
+constexpr bool kHalfMovers = true;
+template <typename R>
+inline void load_transposed(const R* const (&rows)[kLanes<R>], int64_t offset, Vec<R> (&v)[kLanes<R>]) {
+  constexpr int L = kLanes<R>, H = L / 2;
+  for (int i = 0; i < H; ++i) {
+    const double* a = reinterpret_cast<const double*>(rows[i] + offset);
+    const double* b = reinterpret_cast<const double*>(rows[i + H] + offset);
+    v[i] = (Vec<R>)_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_loadu_pd(a)), _mm256_loadu_pd(b), 1);
+    v[i + H] = (Vec<R>)_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_loadu_pd(a + 4)), _mm256_loadu_pd(b + 4), 1);
+  }
+  transpose_block<R, true>(v);
+}
+template <typename R>
+inline void store_transposed(Vec<R> (&v)[kLanes<R>], R* const (&rows)[kLanes<R>], int64_t offset, int64_t nr) {
+  constexpr int L = kLanes<R>, H = L / 2;
+  transpose_block<R, true>(v);
+  for (int r = 0; r < L && r < nr; ++r) {
+    double* out = reinterpret_cast<double*>(rows[r] + offset);
+    const __m512d a = (__m512d)v[r % H], b = (__m512d)v[r % H + H];
+    _mm256_storeu_pd(out, r < H ? _mm512_castpd512_pd256(a) : _mm512_extractf64x4_pd(a, 1));
+    _mm256_storeu_pd(out + 4, r < H ? _mm512_castpd512_pd256(b) : _mm512_extractf64x4_pd(b, 1));
+  }
+}
+#else
+constexpr bool kHalfMovers = false;
+#endif
 
 }  // namespace gs::sphere::simd
