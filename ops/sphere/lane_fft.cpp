@@ -588,24 +588,19 @@ void irfft_group(const LanePlan<R>& plan, const SpectraAt<R>& at, R* x, int64_t 
     store_real_lanes<R>(complex_fft<R, true>(plan, z, g.b.data(), /*real_row=*/true), n, out_rows, nr);
     return;
   }
-  // Even n: Y[m] (m <= h): w_edge Re X at the edges, w_int / 2 X inside (the Hermitian sum doubles
-  // it), zero from M on.
-  for (int64_t m = 0; m <= h; ++m) {
-    Lanes<R>& y = Y[m];
-    if (m >= M) {
-      y.re = y.im = Vec<R>{};
-    } else if (is_edge(m, n)) {
-      y.re = in[m].re * w_edge;
-      y.im = Vec<R>{};
-    } else {
-      y.re = in[m].re * (w_int * R(0.5));
-      y.im = in[m].im * (w_int * R(0.5));
-    }
-  }
+  // Even n: Y[m] (m <= h): w_edge Re X at the edges (m = 0 and the Nyquist mode m = h), w_int / 2 X
+  // inside (the Hermitian sum doubles it), zero from M on; weighted as they are read below (a
+  // separate weighting pass over Y cost a load and a store per mode).
+  const R w_half = w_int * R(0.5);
+  auto weighted = [&](int64_t m) -> Lanes<R> {
+    if (m >= M) return {Vec<R>{}, Vec<R>{}};
+    if (m == 0 || m == h) return {in[m].re * w_edge, Vec<R>{}};
+    return {in[m].re * w_half, in[m].im * w_half};
+  };
   // E = Y[m] + conj(Y[h - m]), O = (Y[m] - conj(Y[h - m])) e^{+2 pi i m/n}, Z = E + i O.
   Lanes<R>* z = g.a.data();
   for (int64_t m = 0; m < h; ++m) {
-    const Lanes<R> ym = Y[m], yc = Y[h - m];
+    const Lanes<R> ym = weighted(m), yc = weighted(h - m);
     const R wr = plan.rec_re[static_cast<size_t>(m)], wi = -plan.rec_im[static_cast<size_t>(m)];
     const Vec<R> er = ym.re + yc.re, ei = ym.im - yc.im;
     const Vec<R> dr = ym.re - yc.re, di = ym.im + yc.im;
