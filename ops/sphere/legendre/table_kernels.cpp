@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "ops/sphere/vec512.h"
 
@@ -181,21 +182,67 @@ void degree_tile(const BlockRef<T>& k, const RowChunk<T>& c, bool first, std::co
     for (int f = 0; f < NB; ++f) store<Full>(A + ((b0 + f) * k.lmax + l0 + d) * k.stride + k.col, acc[d][f], k.count);
 }
 
-// X[b0 .. b0+NB, rows j0 .. j0+NR and their mirrors, block] from the degrees of A.
+// to_latitude works on the block's degrees of A packed once per field tile: per degree and field,
+// the block's orders' real parts twice over, then their imaginary parts twice over
+// ([re m0 .. re m0+K-1, re m0 .. re m0+K-1], K = kOrders). A plain load of the table then holds
+// two rows' values of the K orders, so one multiply-add serves two rows of one part. (Read in
+// place, each table value had to be duplicated into a re and an im lane, one 512-bit shuffle per
+// row and degree, and the machine has one port for those and two for the multiply-adds: at
+// legendre-gauss 64x128 the shuffles bound the kernel. Packing costs two shuffles per degree and
+// field, once for all the rows.) The sums are the same, term by term, as in place.
+template <typename T>
+struct PackedDegrees {
+  std::vector<Vec<T>> v;  // [deg - m0][field][re, im]
+};
+
+template <typename T, bool Full, int NB>
+void pack_degrees(const BlockRef<T>& k, const std::complex<T>* A, int64_t b0, PackedDegrees<T>& pk) {
+  simd::Index<T> re_idx, im_idx;
+  for (int i = 0; i < kLanes<T>; ++i) re_idx[i] = 2 * (i % kOrders<T>), im_idx[i] = re_idx[i] + 1;
+  pk.v.resize(static_cast<size_t>((k.lmax - k.m0) * NB * 2));
+  Vec<T>* out = pk.v.data();
+  for (int64_t deg = k.m0; deg < k.lmax; ++deg)
+    for (int f = 0; f < NB; ++f, out += 2) {
+      const Vec<T> a = load<Full>(A + ((b0 + f) * k.lmax + deg) * k.stride + k.col, k.count);
+#if defined(__GNUC__) && !defined(__clang__)
+      out[0] = __builtin_shuffle(a, re_idx);
+      out[1] = __builtin_shuffle(a, im_idx);
+#else
+      for (int i = 0; i < kLanes<T>; ++i) out[0][i] = a[re_idx[i]], out[1][i] = a[im_idx[i]];
+#endif
+    }
+}
+
+// Row h (0 or 1) of a pair held as [re of both rows], [im of both rows]: its K complex values
+// interleaved as the data holds them.
+template <typename T>
+inline Vec<T> interleave_row(const Vec<T>& re, const Vec<T>& im, int h) {
+  simd::Index<T> idx;
+  for (int i = 0; i < kLanes<T>; ++i) idx[i] = (i % 2 == 0 ? 0 : kLanes<T>) + h * kOrders<T> + i / 2;
+#if defined(__GNUC__) && !defined(__clang__)
+  return __builtin_shuffle(re, im, idx);
+#else
+  Vec<T> v;
+  for (int i = 0; i < kLanes<T>; ++i) v[i] = idx[i] < kLanes<T> ? re[idx[i]] : im[idx[i] - kLanes<T>];
+  return v;
+#endif
+}
+
+// X[b0 .. b0+NB, rows j0 .. j0+NR and their mirrors, block] from the packed degrees of A.
 template <typename T, bool Full, int NR, int NB>
-void latitude_tile(const BlockRef<T>& k, const std::complex<T>* A, std::complex<T>* X, int64_t b0, int64_t j0) {
-  Vec<T> sa[NR][NB] = {}, sb[NR][NB] = {};
+void latitude_tile(const BlockRef<T>& k, const PackedDegrees<T>& pk, std::complex<T>* X, int64_t b0, int64_t j0) {
+  constexpr int NP = (NR + 1) / 2;  // pairs of rows (the last one's second row unused for odd NR)
+  Vec<T> sa[NP][NB][2] = {}, sb[NP][NB][2] = {};
   int64_t l = k.m0;
-  auto step = [&](int64_t deg, Vec<T>(&s)[NR][NB]) {
-    Vec<T> a[NB];
-#pragma GCC unroll 8
-    for (int f = 0; f < NB; ++f) a[f] = load<Full>(A + ((b0 + f) * k.lmax + deg) * k.stride + k.col, k.count);
+  auto step = [&](int64_t deg, Vec<T>(&s)[NP][NB][2]) {
+    const Vec<T>* a = pk.v.data() + (deg - k.m0) * NB * 2;
     const T* t = k.t(deg, j0);
 #pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) {
-      const Vec<T> tr = load_dup(t + r * kOrders<T>);
+    for (int p = 0; p < NP; ++p) {
+      Vec<T> tp;  // rows j0 + 2p and j0 + 2p + 1 (the table is padded for the last one)
+      std::memcpy(&tp, t + 2 * p * kOrders<T>, sizeof(tp));
 #pragma GCC unroll 8
-      for (int f = 0; f < NB; ++f) s[r][f] += tr * a[f];
+      for (int f = 0; f < NB; ++f) s[p][f][0] += tp * a[2 * f], s[p][f][1] += tp * a[2 * f + 1];
     }
   };
   for (; l + 1 < k.lmax; l += 2) {
@@ -203,15 +250,19 @@ void latitude_tile(const BlockRef<T>& k, const std::complex<T>* A, std::complex<
     step(l + 1, sb);
   }
   if (l < k.lmax) step(l, sa);
-  const Vec<T> mirror = k.parity == 0 ? lane_signs<T>() : -lane_signs<T>();
-  for (int r = 0; r < NR; ++r) {
-    const int64_t j = j0 + r;
+  Vec<T> mirror;  // sigma per order, negated for parity-1 tables
+  for (int i = 0; i < kLanes<T>; ++i) mirror[i] = ((i % kOrders<T>) % 2 == 0) == (k.parity == 0) ? T(1) : T(-1);
+  for (int p = 0; p < NP; ++p)
     for (int f = 0; f < NB; ++f) {
+      const Vec<T> sum_re = sa[p][f][0] + sb[p][f][0], sum_im = sa[p][f][1] + sb[p][f][1];
+      const Vec<T> dif_re = mirror * (sa[p][f][0] - sb[p][f][0]), dif_im = mirror * (sa[p][f][1] - sb[p][f][1]);
       std::complex<T>* xf = X + (b0 + f) * k.nlat * k.stride + k.col;
-      store<Full>(xf + j * k.stride, sa[r][f] + sb[r][f], k.count);
-      if (j != k.equator) store<Full>(xf + (k.nlat - 1 - j) * k.stride, mirror * (sa[r][f] - sb[r][f]), k.count);
+      for (int h = 0; h < 2 && 2 * p + h < NR; ++h) {
+        const int64_t j = j0 + 2 * p + h;
+        store<Full>(xf + j * k.stride, interleave_row<T>(sum_re, sum_im, h), k.count);
+        if (j != k.equator) store<Full>(xf + (k.nlat - 1 - j) * k.stride, interleave_row<T>(dif_re, dif_im, h), k.count);
+      }
     }
-  }
 }
 
 // Calls fn.template operator()<N>(start) over [begin, end) in tiles of up to Max, the last one
@@ -287,10 +338,13 @@ void to_latitude_block(const BlockRef<T>& k, const std::complex<T>* A, std::comp
   // Rows before the block's first stored row, and their mirrors, are zero.
   zero_rows(k, X, k.nlat, 0, k.js, batch);
   zero_rows(k, X, k.nlat, k.nlat - k.js, k.nlat, batch);
+  thread_local PackedDegrees<T> pk;
   for_tiles<kFieldsLat>(0, batch, [&]<int NB>(int64_t b0) {
+    if (k.count == kOrders<T>) pack_degrees<T, true, NB>(k, A, b0, pk);
+    else pack_degrees<T, false, NB>(k, A, b0, pk);
     for_tiles<kRows>(k.js, k.n_even, [&]<int NR>(int64_t j0) {
-      if (k.count == kOrders<T>) latitude_tile<T, true, NR, NB>(k, A, X, b0, j0);
-      else latitude_tile<T, false, NR, NB>(k, A, X, b0, j0);
+      if (k.count == kOrders<T>) latitude_tile<T, true, NR, NB>(k, pk, X, b0, j0);
+      else latitude_tile<T, false, NR, NB>(k, pk, X, b0, j0);
     });
   });
 }

@@ -7,11 +7,12 @@
 // For a table of a slice of the orders (LegendreTableKey::m_begin, m_end) the data has the slice's
 // columns only (mmax above is then order_count()).
 //
-// Both read and write the data in place, with no packing: a register holds one block of the
-// table's orders (4 complex f64 or 8 complex f32 values of consecutive m, as they lie in the data),
-// and each table value, loaded once and duplicated into the re/im lanes, multiplies the values of
-// several fields and degrees (or rows) held in registers. Results do not depend on the thread
-// count.
+// to_degree reads and writes the data in place: a register holds one block of the table's orders
+// (4 complex f64 or 8 complex f32 values of consecutive m, as they lie in the data), and each table
+// value, loaded once and duplicated into the re/im lanes, multiplies the values of several fields
+// and degrees held in registers. to_latitude packs each block's degrees of A once per pair of
+// fields (real parts, then imaginary parts, each twice over), so that a plain table load serves
+// two rows without duplicating anything. Results do not depend on the thread count.
 #pragma once
 #include <complex>
 #include <cstdint>
