@@ -53,6 +53,9 @@ void add_bench_command(CLI::App& app, CommandRegistry& commands) {
                 "bench train: each case also with bf16 MLP storage (mlp_storage bf16), in the next row");
   sub->add_option("--grid", args->options.grid,
                   "bench data, ensemble under mpiexec: the process grid DATAxHxW or ENSEMBLExDATAxHxW");
+  sub->add_option("--case", args->options.sht_case,
+                  "bench sht: only this case, GRID:NLATxNLON (e.g. legendre-gauss:180x360; tools/compare_sht.py "
+                  "runs the cases one at a time beside the references)");
   sub->add_flag("--train", args->options.train_only, "bench dist: only the training steps (time and bytes by collective)");
   sub->add_flag("--pipeline", args->options.pipeline_only,
                 "bench dist: only the pipelined transposes against the unpipelined path");

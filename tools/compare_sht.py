@@ -26,10 +26,13 @@ make_sht_spec reproduces; SHTns and ducc0 get the same bounds (their lmax/mmax a
                    native (theta-contiguous) layout, one field per call, nthreads = --threads.
   ducc0            analysis_2d / synthesis_2d (geometry "GL" or "CC"), f32 and f64, one field per
                    call, nthreads = --threads.
-  gradsphere       `build/tools/gradsphere bench sht --csv FILE` run by this script (same threads
-                   via OMP_NUM_THREADS), or --gs-csv FILE to reuse a CSV written earlier.
+  gradsphere       `build/tools/gradsphere bench sht --csv FILE --case GRID:NLATxNLON` run by this
+                   script (same threads via OMP_NUM_THREADS), or --gs-csv FILE to reuse a CSV
+                   written earlier.
 
-Every timing is the median of repeated calls after a warm-up; table construction is excluded.
+Every timing is the median of repeated calls after a warm-up; table construction is excluded. The
+cases run one at a time, gradsphere then each reference, so that a row's two sides are timed
+within seconds of each other (--no-interleave: all of gradsphere's first, then each reference's).
 """
 from __future__ import annotations
 
@@ -177,7 +180,7 @@ def bench_ducc0(cases, threads, results):
         print(f"  ducc0 {grid} {nlat}x{nlon} done", file=sys.stderr, flush=True)
 
 
-def run_gradsphere(exe, threads, quick, gs_csv, results):
+def run_gradsphere(exe, threads, quick, gs_csv, results, case=None):
     tmp = None
     if gs_csv is None:
         if not os.path.exists(exe):
@@ -188,6 +191,8 @@ def run_gradsphere(exe, threads, quick, gs_csv, results):
         os.close(fd)
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
         cmd = [exe, "bench", "sht", "--csv", gs_csv] + (["--quick"] if quick else [])
+        if case is not None:
+            cmd += ["--case", f"{case[0]}:{case[1]}x{case[2]}"]
         print("running: " + " ".join(cmd), file=sys.stderr, flush=True)
         subprocess.run(cmd, check=True, env=env, stdout=sys.stderr)
     with open(gs_csv) as f:
@@ -238,6 +243,8 @@ def main():
     ap.add_argument("--gradsphere", default="build/tools/gradsphere", help="the gradsphere executable")
     ap.add_argument("--gs-csv", default=None, help="reuse this `gradsphere bench sht --csv` output")
     ap.add_argument("--no-gradsphere", action="store_true")
+    ap.add_argument("--no-interleave", action="store_true",
+                    help="run gradsphere's cases in one process first, then each reference (the old order)")
     ap.add_argument("--skip", default="", help="comma list of references to skip: th,shtns,ducc0")
     ap.add_argument("--json", default=None, help="also dump all results to this file")
     args = ap.parse_args()
@@ -246,14 +253,22 @@ def main():
     skip = set(s for s in args.skip.split(",") if s)
     results = {}
     print(f"threads {args.threads}; load {os.getloadavg()}", file=sys.stderr)
-    if not args.no_gradsphere:
-        run_gradsphere(args.gradsphere, args.threads, args.quick, args.gs_csv, results)
-    if "shtns" not in skip:
-        bench_shtns(cases, args.threads, results)
-    if "ducc0" not in skip:
-        bench_ducc0(cases, args.threads, results)
-    if "th" not in skip:
-        bench_torch_harmonics(cases, args.threads, results)
+    # One case at a time, gradsphere then each reference, so that the two sides of a row are timed
+    # within seconds of each other (this machine's speed drifts over minutes); with --gs-csv, or
+    # --no-interleave, every gradsphere case first, then each reference's.
+    interleave = args.gs_csv is None and not args.no_interleave and not args.no_gradsphere
+    for group in ([[c] for c in cases] if interleave else [cases]):
+        if not args.no_gradsphere:
+            if interleave:
+                run_gradsphere(args.gradsphere, args.threads, args.quick, None, results, case=group[0])
+            elif group is cases:
+                run_gradsphere(args.gradsphere, args.threads, args.quick, args.gs_csv, results)
+        if "shtns" not in skip:
+            bench_shtns(group, args.threads, results)
+        if "ducc0" not in skip:
+            bench_ducc0(group, args.threads, results)
+        if "th" not in skip:
+            bench_torch_harmonics(group, args.threads, results)
     print(f"load after: {os.getloadavg()}", file=sys.stderr)
 
     print(f"\nms per field (median), {args.threads} threads; 'gs vs SHTns' < 1 means gradsphere is faster; "

@@ -165,9 +165,24 @@ std::vector<Result> run_case(const Case& c, DType dtype, double sgemm, bool quic
   return out;
 }
 
+// The cases to run: all of sht_bench_cases, or the one --case names (GRID:NLATxNLON).
+std::vector<Case> selected_cases(const BenchOptions& opt) {
+  std::vector<Case> all = sht_bench_cases(opt.quick);
+  if (opt.sht_case.empty()) return all;
+  std::string names;
+  for (const Case& c : all) {
+    const std::string name = fmt::format("{}:{}x{}", sphere::grid_name(c.grid), c.nlat, c.nlon);
+    if (name == opt.sht_case) return {c};
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  GS_CHECK(false, "bench sht --case: expected one of {}, got '{}'", names, opt.sht_case);
+  return {};
+}
+
 }  // namespace
 
 int bench_sht(const BenchOptions& opt) {
+  const std::vector<Case> cases = selected_cases(opt);  // a wrong --case fails before any timing
   const int threads = omp_get_max_threads();
   fmt::print("gradsphere bench sht  ({} threads{})\n", threads, opt.quick ? ", quick" : "");
   fmt::print("GFLOP/s = 2*2*batch*sum_{{m<mmax}}(lmax-m)*nlat / time (dense, non-symmetric Legendre "
@@ -177,7 +192,6 @@ int bench_sht(const BenchOptions& opt) {
   fmt::print("peak MB: allocator high-water mark during the timed calls (tables + input + outputs); "
              "table MB: the table of that direction; build: that table's build, untimed elsewhere\n\n");
 
-  const std::vector<Case> cases = sht_bench_cases(opt.quick);
   const std::vector<DType> dtypes = {DType::f32, DType::f64};
 
   fmt::print("| {:<14} | {:>11} | {:>9} | {:>5} | {:<4} | {:<3} | {:>9} | {:>9} | {:>9} | {:>8} | {:>7} | "

@@ -14,6 +14,7 @@ struct BenchOptions {
   std::string device = "cpu";  // bench engine, sht and train: cpu, cuda or cuda:N
   bool bf16_mlp = false;  // bench train: each case also with the MLP's saved activations in bf16
   std::string grid;       // bench data, ensemble under mpiexec: the process grid [E]xDxHxW
+  std::string sht_case;   // bench sht: only this case, GRID:NLATxNLON (e.g. legendre-gauss:180x360)
 };
 
 int bench_engine(const BenchOptions& opt);
