@@ -32,7 +32,9 @@ make_sht_spec reproduces; SHTns and ducc0 get the same bounds (their lmax/mmax a
 
 Every timing is the median of repeated calls after a warm-up; table construction is excluded. The
 cases run one at a time, gradsphere then each reference, so that a row's two sides are timed
-within seconds of each other (--no-interleave: all of gradsphere's first, then each reference's).
+within seconds of each other (--no-interleave: all of gradsphere's first, then each reference's);
+--repeat N runs the whole sequence N times and reports each timing's median over them (the
+machine's speed drops by 10-30% for seconds at a time).
 """
 from __future__ import annotations
 
@@ -243,6 +245,8 @@ def main():
     ap.add_argument("--gradsphere", default="build/tools/gradsphere", help="the gradsphere executable")
     ap.add_argument("--gs-csv", default=None, help="reuse this `gradsphere bench sht --csv` output")
     ap.add_argument("--no-gradsphere", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run everything this many times and report each timing's median over them")
     ap.add_argument("--no-interleave", action="store_true",
                     help="run gradsphere's cases in one process first, then each reference (the old order)")
     ap.add_argument("--skip", default="", help="comma list of references to skip: th,shtns,ducc0")
@@ -256,19 +260,29 @@ def main():
     # One case at a time, gradsphere then each reference, so that the two sides of a row are timed
     # within seconds of each other (this machine's speed drifts over minutes); with --gs-csv, or
     # --no-interleave, every gradsphere case first, then each reference's.
+    # --repeat N: the whole sequence N times, each timing then the median of its N values.
     interleave = args.gs_csv is None and not args.no_interleave and not args.no_gradsphere
-    for group in ([[c] for c in cases] if interleave else [cases]):
-        if not args.no_gradsphere:
-            if interleave:
-                run_gradsphere(args.gradsphere, args.threads, args.quick, None, results, case=group[0])
-            elif group is cases:
-                run_gradsphere(args.gradsphere, args.threads, args.quick, args.gs_csv, results)
-        if "shtns" not in skip:
-            bench_shtns(group, args.threads, results)
-        if "ducc0" not in skip:
-            bench_ducc0(group, args.threads, results)
-        if "th" not in skip:
-            bench_torch_harmonics(group, args.threads, results)
+    runs = []
+    for _ in range(args.repeat):
+        one = {}
+        for group in ([[c] for c in cases] if interleave else [cases]):
+            if not args.no_gradsphere:
+                if interleave:
+                    run_gradsphere(args.gradsphere, args.threads, args.quick, None, one, case=group[0])
+                elif group is cases:
+                    run_gradsphere(args.gradsphere, args.threads, args.quick, args.gs_csv, one)
+            if "shtns" not in skip:
+                bench_shtns(group, args.threads, one)
+            if "ducc0" not in skip:
+                bench_ducc0(group, args.threads, one)
+            if "th" not in skip:
+                bench_torch_harmonics(group, args.threads, one)
+        runs.append(one)
+    for key in {k for one in runs for k in one}:
+        values = [one[key] for one in runs if key in one]
+        results[key] = dict(values[0])
+        for field in ("ms_call", "ms_field"):
+            results[key][field] = statistics.median(v[field] for v in values)
     print(f"load after: {os.getloadavg()}", file=sys.stderr)
 
     print(f"\nms per field (median), {args.threads} threads; 'gs vs SHTns' < 1 means gradsphere is faster; "
