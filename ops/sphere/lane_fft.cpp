@@ -185,26 +185,6 @@ inline void store_partial(R* p, const Vec<R>& v, int count) {
 #endif
 }
 
-// A whole L x L block at rows[i] + offset, transposed into v, and back (rows i < nr).
-template <typename R>
-inline void load_block(const R* const (&rows)[kLanes<R>], int64_t offset, Vec<R> (&v)[kLanes<R>]) {
-  if constexpr (simd::kHalfMovers) {
-    simd::load_transposed<R>(rows, offset, v);
-  } else {
-    for (int i = 0; i < kLanes<R>; ++i) std::memcpy(&v[i], rows[i] + offset, sizeof(v[i]));
-    transpose_block<R>(v);
-  }
-}
-template <typename R>
-inline void store_block(Vec<R> (&v)[kLanes<R>], R* const (&rows)[kLanes<R>], int64_t offset, int64_t nr) {
-  if constexpr (simd::kHalfMovers) {
-    simd::store_transposed<R>(v, rows, offset, nr);
-  } else {
-    transpose_block<R>(v);
-    for (int i = 0; i < nr; ++i) std::memcpy(rows[i] + offset, &v[i], sizeof(v[i]));
-  }
-}
-
 // Each mover runs whole blocks in one loop and the partial last block apart: one loop over both,
 // through load_partial / store_partial with a full-width case, was 10-40% slower per row (the
 // whole-block loop then lost its fixed-width loads and stores).
@@ -216,7 +196,7 @@ void load_lanes(const R* const (&rows)[kLanes<R>], Lanes<R>* dst, int64_t count)
   int64_t t0 = 0;
   for (; t0 + L / 2 <= count; t0 += L / 2) {
     Vec<R> v[L];
-    load_block(rows, 2 * t0, v);
+    simd::load_transposed<R>(rows, 2 * t0, v);
     for (int t = 0; t < L / 2; ++t) dst[t0 + t] = {v[2 * t], v[2 * t + 1]};
   }
   if (const int w = static_cast<int>(count - t0); w > 0) {  // the partial last block
@@ -235,7 +215,7 @@ void store_lanes(const Lanes<R>* src, int64_t count, R* const (&rows)[kLanes<R>]
   for (; t0 + L / 2 <= count; t0 += L / 2) {
     Vec<R> v[L];
     for (int t = 0; t < L / 2; ++t) v[2 * t] = src[t0 + t].re, v[2 * t + 1] = src[t0 + t].im;
-    store_block(v, rows, 2 * t0, nr);
+    simd::store_transposed<R>(v, rows, 2 * t0, nr);
   }
   if (const int w = static_cast<int>(count - t0); w > 0) {
     Vec<R> v[L] = {};
@@ -252,7 +232,7 @@ void load_real_lanes(const R* const (&rows)[kLanes<R>], Lanes<R>* dst, int64_t c
   int64_t t0 = 0;
   for (; t0 + L <= count; t0 += L) {
     Vec<R> v[L];
-    load_block(rows, t0, v);
+    simd::load_transposed<R>(rows, t0, v);
     for (int t = 0; t < L; ++t) dst[t0 + t] = {v[t], Vec<R>{}};
   }
   if (const int w = static_cast<int>(count - t0); w > 0) {
@@ -271,7 +251,7 @@ void store_real_lanes(const Lanes<R>* src, int64_t count, R* const (&rows)[kLane
   for (; t0 + L <= count; t0 += L) {
     Vec<R> v[L];
     for (int t = 0; t < L; ++t) v[t] = src[t0 + t].re;
-    store_block(v, rows, t0, nr);
+    simd::store_transposed<R>(v, rows, t0, nr);
   }
   if (const int w = static_cast<int>(count - t0); w > 0) {
     Vec<R> v[L] = {};

@@ -93,16 +93,16 @@ inline void transpose_block(Vec<R> (&v)[kLanes<R>]) {
 #endif
 }
 
-#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
-// The L x L block at rows[i] + offset (i < L) transposed into v, and back (rows i < nr). The top
-// round of the transpose (the 256-bit halves of rows i and i + L/2 exchanged) is done by the loads
-// and stores themselves: half-register loads inserted into a register, and half-register stores,
-// where a shuffle round takes the one port that does 512-bit shuffles (8 x 8 doubles: 16 shuffles
-// instead of 24).
-constexpr bool kHalfMovers = true;
+// The L x L block at rows[i] + offset (i < L) transposed into v, and back (rows i < nr). With
+// AVX-512 (and GCC's shuffles) the top round of the transpose (the 256-bit halves of rows i and
+// i + L/2 exchanged) is done by the loads and stores themselves: half-register loads inserted into
+// a register, and half-register stores, where a shuffle round takes the one port that does 512-bit
+// shuffles (8 x 8 doubles: 16 shuffles instead of 24). Elsewhere: whole rows and every round.
 template <typename R>
 inline void load_transposed(const R* const (&rows)[kLanes<R>], int64_t offset, Vec<R> (&v)[kLanes<R>]) {
-  constexpr int L = kLanes<R>, H = L / 2;
+  constexpr int L = kLanes<R>;
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+  constexpr int H = L / 2;
   for (int i = 0; i < H; ++i) {
     const double* a = reinterpret_cast<const double*>(rows[i] + offset);
     const double* b = reinterpret_cast<const double*>(rows[i + H] + offset);
@@ -110,10 +110,16 @@ inline void load_transposed(const R* const (&rows)[kLanes<R>], int64_t offset, V
     v[i + H] = (Vec<R>)_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_loadu_pd(a + 4)), _mm256_loadu_pd(b + 4), 1);
   }
   transpose_block<R, true>(v);
+#else
+  for (int i = 0; i < L; ++i) std::memcpy(&v[i], rows[i] + offset, sizeof(v[i]));
+  transpose_block<R>(v);
+#endif
 }
 template <typename R>
 inline void store_transposed(Vec<R> (&v)[kLanes<R>], R* const (&rows)[kLanes<R>], int64_t offset, int64_t nr) {
-  constexpr int L = kLanes<R>, H = L / 2;
+  constexpr int L = kLanes<R>;
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+  constexpr int H = L / 2;
   transpose_block<R, true>(v);
   for (int r = 0; r < L && r < nr; ++r) {
     double* out = reinterpret_cast<double*>(rows[r] + offset);
@@ -121,9 +127,10 @@ inline void store_transposed(Vec<R> (&v)[kLanes<R>], R* const (&rows)[kLanes<R>]
     _mm256_storeu_pd(out, r < H ? _mm512_castpd512_pd256(a) : _mm512_extractf64x4_pd(a, 1));
     _mm256_storeu_pd(out + 4, r < H ? _mm512_castpd512_pd256(b) : _mm512_extractf64x4_pd(b, 1));
   }
-}
 #else
-constexpr bool kHalfMovers = false;
+  transpose_block<R>(v);
+  for (int i = 0; i < L && i < nr; ++i) std::memcpy(rows[i] + offset, &v[i], sizeof(v[i]));
 #endif
+}
 
 }  // namespace gs::sphere::simd
