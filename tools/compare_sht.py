@@ -253,6 +253,8 @@ def main():
     ap.add_argument("--json", default=None, help="also dump all results to this file")
     args = ap.parse_args()
 
+    if args.repeat < 1:
+        ap.error(f"--repeat: expected a count of at least 1, got {args.repeat}")
     cases = [c for c in (QUICK_CASES if args.quick else CASES) if c[1] <= args.max_nlat]
     skip = set(s for s in args.skip.split(",") if s)
     results = {}
@@ -281,8 +283,9 @@ def main():
     for key in {k for one in runs for k in one}:
         values = [one[key] for one in runs if key in one]
         results[key] = dict(values[0])
-        for field in ("ms_call", "ms_field"):
-            results[key][field] = statistics.median(v[field] for v in values)
+        for field in ("ms_call", "ms_field", "gflops"):  # the timings (gflops from ms_call); the rest from pass 1
+            if all(field in v for v in values):
+                results[key][field] = statistics.median(v[field] for v in values)
     print(f"load after: {os.getloadavg()}", file=sys.stderr)
 
     print(f"\nms per field (median), {args.threads} threads; 'gs vs SHTns' < 1 means gradsphere is faster; "

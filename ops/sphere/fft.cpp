@@ -418,27 +418,34 @@ void over_field_groups(int64_t fields, int64_t nlat, int64_t n, Body&& body) {
                     });
 }
 
-void check_groups(const char* op, const Tensor& real, const Tensor& groups, int64_t mmax) {
-  const int64_t lanes = 64 / static_cast<int64_t>(dtype_size(real.dtype()));
-  const bool ok = real.defined() && groups.defined() && real.device().type == DeviceType::cpu &&
-                  groups.device().type == DeviceType::cpu && real.is_contiguous() && groups.is_contiguous() &&
-                  is_floating(real.dtype()) && groups.dtype() == real.dtype() && real.dim() == 3 && groups.dim() == 4 &&
-                  groups.size(0) == real.size(0) && groups.size(1) == (real.size(1) + lanes - 1) / lanes &&
-                  groups.size(2) == 2 * mmax && groups.size(3) == lanes && mmax >= 1 &&
-                  mmax <= real.size(2) / 2 + 1 && detail::lane_fft_supports(real.size(2));
+// Checks a (fields, nlat, nlon) real and (fields, ceil(nlat / L), 2 mmax, L) grouped pair and
+// returns mmax.
+int64_t check_groups(const char* op, const Tensor& real, const Tensor& groups) {
+  const bool placed = real.defined() && groups.defined() && real.device().type == DeviceType::cpu &&
+                      groups.device().type == DeviceType::cpu && real.is_contiguous() && groups.is_contiguous() &&
+                      is_floating(real.dtype()) && groups.dtype() == real.dtype() && real.dim() == 3 &&
+                      groups.dim() == 4;
+  const int64_t lanes = placed ? 64 / static_cast<int64_t>(dtype_size(real.dtype())) : 0;
+  const int64_t mmax = placed ? groups.size(2) / 2 : 0;
+  const bool ok = placed && groups.size(0) == real.size(0) && groups.size(1) == (real.size(1) + lanes - 1) / lanes &&
+                  groups.size(2) % 2 == 0 && groups.size(3) == lanes && mmax >= 1 && mmax <= real.size(2) / 2 + 1 &&
+                  detail::lane_fft_supports(real.size(2));
   GS_CHECK(ok,
            "{}: expected contiguous CPU tensors (fields, nlat, nlon) real and (fields, ceil(nlat / L), 2 mmax, L) of "
            "the same dtype (L = 64 bytes of it), 1 <= mmax <= nlon/2 + 1, nlon a length the lane FFT handles; got {} "
-           "and {} with mmax {}",
-           op, real.meta_str(), groups.meta_str(), mmax);
+           "and {}",
+           op, real.defined() ? real.meta_str() : "an undefined tensor",
+           groups.defined() ? groups.meta_str() : "an undefined tensor");
+  return mmax;
 }
 
 }  // namespace
 
 void rfft_lon_groups(const Tensor& x, const Tensor& groups) {
-  const int64_t mmax = groups.size(2) / 2;
-  check_groups("rfft_lon_groups", x, groups, mmax);
-  const int64_t fields = x.size(0), nlat = x.size(1), n = x.size(2), field = groups.numel() / fields;
+  const int64_t mmax = check_groups("rfft_lon_groups", x, groups);
+  const int64_t fields = x.size(0), nlat = x.size(1), n = x.size(2);
+  if (fields == 0) return;
+  const int64_t field = groups.numel() / fields;
   const double s = 2.0 * std::numbers::pi / static_cast<double>(n);
   dispatch_float(x.dtype(), "rfft_lon_groups", [&]<typename R>() {
     const R* in = x.data<R>();
@@ -450,9 +457,10 @@ void rfft_lon_groups(const Tensor& x, const Tensor& groups) {
 }
 
 void irfft_lon_groups(const Tensor& groups, const Tensor& out) {
-  const int64_t mmax = groups.size(2) / 2;
-  check_groups("irfft_lon_groups", out, groups, mmax);
-  const int64_t fields = out.size(0), nlat = out.size(1), n = out.size(2), field = groups.numel() / fields;
+  const int64_t mmax = check_groups("irfft_lon_groups", out, groups);
+  const int64_t fields = out.size(0), nlat = out.size(1), n = out.size(2);
+  if (fields == 0) return;
+  const int64_t field = groups.numel() / fields;
   dispatch_float(out.dtype(), "irfft_lon_groups", [&]<typename R>() {
     const R* in = groups.data<R>();
     R* x = out.data<R>();

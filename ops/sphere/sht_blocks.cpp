@@ -94,9 +94,9 @@ namespace {
 // and the on-the-fly Legendre kernels in the FFT's own lane layout, (fields, G, 2 mmax, L) reals
 // per block, instead of as X (fields, nlat, mmax) complex: the FFT copies its lanes out as they
 // are and the kernels read a chunk's orders of a group as one run, where the X layout needs a
-// transpose on each side. It applies to CPU
-// fields under no tape whose contraction takes the on-the-fly path and whose longitudes the lane
-// FFT handles; the values are those of the X route, bit for bit (tests/ops/test_sht.cpp).
+// transpose on each side. It applies to CPU fields under no tape whose contraction takes the
+// on-the-fly path and whose longitudes the lane FFT handles; the values are those of the X route,
+// bit for bit (tests/ops/test_sht_groups.cpp).
 // Returns the number of fields, or 0 where the route does not apply.
 int64_t groups_batch(const Tensor& t, const ShtSpec& spec, DType real, LegendreTableKind kind) {
   if (t.device().type != DeviceType::cpu || composite_path(t) || should_record({t}) ||

@@ -32,9 +32,9 @@ inline constexpr int64_t kShtBlockBytes = int64_t{512} << 10;
 int64_t sht_fields_per_block(const ShtSpec& spec, DType real);
 int64_t set_sht_block_bytes(int64_t bytes);  // returns the previous setting (process-wide)
 
-// sht(x, spec) / isht(coeffs, spec) computed block by block, or an undefined tensor where that does
-// not apply (a device tensor, a composite path, a tape, or a batch that is one block). The
-// arguments are already checked.
+// sht(x, spec) / isht(coeffs, spec) computed block by block (on the grouped route, for a batch of
+// any size), or an undefined tensor where that does not apply (a device tensor, a composite path,
+// a tape, or a batch that is one block off the grouped route). The arguments are already checked.
 Tensor sht_in_blocks(const Tensor& x, const ShtSpec& spec);
 Tensor isht_in_blocks(const Tensor& coeffs, const ShtSpec& spec);
 

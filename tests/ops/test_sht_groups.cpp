@@ -51,12 +51,16 @@ bool first_row_inside_a_group(const ShtSpec& s, DType real, int64_t lanes) {
   return false;
 }
 
-// sht and isht of `fields` fields (blocks of two when fields > 2) against the stages, bitwise.
-void check_grouped(const ShtSpec& s, DType real, int64_t fields, int threads) {
+// sht and isht of `fields` fields (blocks of per_block) against the stages, bitwise.
+void check_grouped(const ShtSpec& s, DType real, int64_t fields, int threads, int64_t per_block = 2) {
   const int64_t field_bytes = s.nlat * s.mmax * 2 * static_cast<int64_t>(gs::dtype_size(real));
-  Settings settings(LegendrePath::recurrence, threads, 2 * field_bytes);
+  Settings settings(LegendrePath::recurrence, threads, per_block * field_bytes);
   gs::NoGradGuard no_grad;
   const Tensor x = gs::cast_copy(gs::randn({fields, s.nlat, s.nlon}, {71, 1}, DType::f64), real);
+  if (fields <= per_block) {  // one block: only the grouped route returns one (the X route's blocks need two)
+    REQUIRE(gs::sphere::detail::sht_in_blocks(x, s).defined());
+    REQUIRE(gs::sphere::detail::isht_in_blocks(gs::sphere::sht(x, s), s).defined());
+  }
   const Tensor a = gs::sphere::sht(x, s);
   const Tensor a_stages = gs::sphere::legendre_analysis(gs::sphere::rfft_lon(x, s.mmax), s);
   REQUIRE(a.sizes() == a_stages.sizes());
@@ -127,9 +131,22 @@ TEST_CASE("sht groups: orders whose first kept row lies inside a group") {
     REQUIRE(first_row_inside_a_group(s, real, lanes_of(real)));
     check_grouped(s, real, 3, 2);
   }
+  // 161 rows: the mirror rows straddle two groups (in f32 too), with skipped polar rows.
   const ShtSpec e = gs::sphere::make_sht_spec(GridKind::equiangular, 161, 320);
   REQUIRE(first_row_inside_a_group(e, DType::f64, 8));
   check_grouped(e, DType::f64, 1, 1);
+  REQUIRE(first_row_inside_a_group(e, DType::f32, 16));
+  check_grouped(e, DType::f32, 3, 2);
+}
+
+TEST_CASE("sht groups: many fields in one block split by fields over the threads") {
+  // 33 fields in one block at two threads: the recurrence gives each thread a run of fields
+  // (for_chunks), so the groups are read and written from a field offset.
+  const ShtSpec s = gs::sphere::make_sht_spec(GridKind::legendre_gauss, 28, 56);
+  for (DType real : {DType::f64, DType::f32}) {
+    CAPTURE(gs::dtype_name(real));
+    check_grouped(s, real, 33, 2, 64);
+  }
 }
 
 TEST_CASE("sht groups: the route's entries say what they expected") {
@@ -148,6 +165,15 @@ TEST_CASE("sht groups: the route's entries say what they expected") {
                                           gs::empty({3, s.lmax, s.mmax}, DType::c64));  // mixed precisions
   });
   CHECK(gs_test::contains(con, "legendre contract_groups: expected contiguous CPU groups"));
+  const std::string complex_groups = gs_test::error_of([&] {  // groups must be real
+    gs::sphere::legendre::contract_groups(key, gs::sphere::legendre::Direction::to_degree,
+                                          gs::empty({3, 1, 2 * s.mmax, 8}, DType::c128),
+                                          gs::empty({3, s.lmax, s.mmax}, DType::c128));
+  });
+  CHECK(gs_test::contains(complex_groups, "groups real"));
+  const std::string undefined = gs_test::error_of([&] { gs::sphere::detail::rfft_lon_groups(x, Tensor{}); });
+  CHECK(gs_test::contains(undefined, "rfft_lon_groups: expected contiguous CPU tensors"));
+  CHECK(gs_test::contains(undefined, "an undefined tensor"));
   // A tape keeps the recorded stages: the route is for calls under no tape only.
   Tensor leaf = gs::sample_leaf({2, s.nlat, s.nlon}, {72, 2}, DType::f64);
   {

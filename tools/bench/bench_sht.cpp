@@ -165,24 +165,10 @@ std::vector<Result> run_case(const Case& c, DType dtype, double sgemm, bool quic
   return out;
 }
 
-// The cases to run: all of sht_bench_cases, or the one --case names (GRID:NLATxNLON).
-std::vector<Case> selected_cases(const BenchOptions& opt) {
-  std::vector<Case> all = sht_bench_cases(opt.quick);
-  if (opt.sht_case.empty()) return all;
-  std::string names;
-  for (const Case& c : all) {
-    const std::string name = fmt::format("{}:{}x{}", sphere::grid_name(c.grid), c.nlat, c.nlon);
-    if (name == opt.sht_case) return {c};
-    names += (names.empty() ? "" : ", ") + name;
-  }
-  GS_CHECK(false, "bench sht --case: expected one of {}, got '{}'", names, opt.sht_case);
-  return {};
-}
-
 }  // namespace
 
 int bench_sht(const BenchOptions& opt) {
-  const std::vector<Case> cases = selected_cases(opt);  // a wrong --case fails before any timing
+  const std::vector<Case> cases = selected_sht_cases(opt.quick, opt.sht_case);  // a wrong --case fails first
   const int threads = omp_get_max_threads();
   fmt::print("gradsphere bench sht  ({} threads{})\n", threads, opt.quick ? ", quick" : "");
   fmt::print("GFLOP/s = 2*2*batch*sum_{{m<mmax}}(lmax-m)*nlat / time (dense, non-symmetric Legendre "

@@ -133,7 +133,7 @@ int bench_sht_cuda(const BenchOptions& opt, Device d) {
   fmt::print("same run: D2D copy {:.0f} GB/s; cuBLAS GEMM {:.0f} GFLOP/s (f32), {:.0f} GFLOP/s (f64)\n\n",
              base.copy_gbs, base.gemm_gflops[0], base.gemm_gflops[1]);
 
-  std::vector<Case> cases = sht_bench_cases(opt.quick);
+  std::vector<Case> cases = selected_sht_cases(opt.quick, opt.sht_case);
   // Also one field at 180x360, the size of torch-harmonics' published GPU figures.
   if (!opt.quick) {
     cases.insert(cases.begin() + 2, {GridKind::equiangular, 181, 360, 1});

@@ -1,8 +1,13 @@
 // What `bench sht` (CPU) and `bench sht --device cuda` share: the cases and the flop count.
 #pragma once
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "engine/error.h"
 
 #include "ops/sphere/grids.h"
 #include "ops/sphere/sht.h"
@@ -23,6 +28,21 @@ inline std::vector<ShtCase> sht_bench_cases(bool quick) {
           {GridKind::equiangular, 361, 720, 4},    {GridKind::equiangular, 721, 1440, 1},
           {GridKind::legendre_gauss, 64, 128, 64}, {GridKind::legendre_gauss, 180, 360, 16},
           {GridKind::legendre_gauss, 360, 720, 4}, {GridKind::legendre_gauss, 720, 1440, 1}};
+}
+
+// The cases to run: all of sht_bench_cases, or only the one `name` gives (GRID:NLATxNLON, bench
+// sht --case); an unknown name is an error that lists the cases.
+inline std::vector<ShtCase> selected_sht_cases(bool quick, const std::string& name) {
+  std::vector<ShtCase> all = sht_bench_cases(quick);
+  if (name.empty()) return all;
+  std::string names;
+  for (const ShtCase& c : all) {
+    const std::string case_name = fmt::format("{}:{}x{}", sphere::grid_name(c.grid), c.nlat, c.nlon);
+    if (case_name == name) return {c};
+    names += (names.empty() ? "" : ", ") + case_name;
+  }
+  GS_CHECK(false, "bench sht --case: expected one of {}, got '{}'", names, name);
+  return {};
 }
 
 // The dense, non-symmetric complex-by-real Legendre contraction's flops for one call on `batch`

@@ -216,8 +216,9 @@ bool takes_groups(const Tensor& x, const LegendreTableKey& key, int64_t batch) {
 
 void contract_groups(const LegendreTableKey& key, Direction dir, const Tensor& groups, const Tensor& spectral) {
   const LegendreTableKey k = key.canonical();
-  const int64_t batch = spectral.dim() == 3 ? spectral.size(0) : -1;
-  const int64_t lanes = groups.defined() ? 64 / static_cast<int64_t>(dtype_size(groups.dtype())) : 0;
+  const bool placed = groups.defined() && spectral.defined() && is_floating(groups.dtype());
+  const int64_t batch = placed && spectral.dim() == 3 ? spectral.size(0) : -1;
+  const int64_t lanes = placed ? 64 / static_cast<int64_t>(dtype_size(groups.dtype())) : 0;
   const bool ok = batch >= 0 && groups.dim() == 4 && groups.size(0) == batch &&
                   groups.size(1) == (k.nlat + lanes - 1) / lanes && groups.size(2) == 2 * k.mmax &&
                   groups.size(3) == lanes && spectral.size(1) == k.lmax && spectral.size(2) == k.mmax &&
@@ -226,8 +227,10 @@ void contract_groups(const LegendreTableKey& key, Direction dir, const Tensor& g
                   spectral.device().type == DeviceType::cpu;
   GS_CHECK(ok,
            "legendre contract_groups: expected contiguous CPU groups (B, ceil(nlat = {} / L), 2 mmax = {}, L) and "
-           "spectral (B, lmax = {}, mmax = {}) of one precision (L = 64 bytes of it) for every order, got {} and {}",
-           k.nlat, 2 * k.mmax, k.lmax, k.mmax, groups.meta_str(), spectral.meta_str());
+           "spectral (B, lmax = {}, mmax = {}) of one precision, groups real (L = 64 bytes of it), for every "
+           "order, got {} and {}",
+           k.nlat, 2 * k.mmax, k.lmax, k.mmax, groups.defined() ? groups.meta_str() : "an undefined tensor",
+           spectral.defined() ? spectral.meta_str() : "an undefined tensor");
   if (batch == 0) return;
   const std::shared_ptr<const RecurrencePlan> plan = recurrence_plan_cached(k);
   dispatch_float(groups.dtype(), "legendre contract_groups", [&]<typename R>() {
