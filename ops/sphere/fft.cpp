@@ -425,11 +425,9 @@ int64_t check_groups(const char* op, const Tensor& real, const Tensor& groups) {
                       groups.device().type == DeviceType::cpu && real.is_contiguous() && groups.is_contiguous() &&
                       is_floating(real.dtype()) && groups.dtype() == real.dtype() && real.dim() == 3 &&
                       groups.dim() == 4;
-  const int64_t lanes = placed ? 64 / static_cast<int64_t>(dtype_size(real.dtype())) : 0;
   const int64_t mmax = placed ? groups.size(2) / 2 : 0;
-  const bool ok = placed && groups.size(0) == real.size(0) && groups.size(1) == (real.size(1) + lanes - 1) / lanes &&
-                  groups.size(2) % 2 == 0 && groups.size(3) == lanes && mmax >= 1 && mmax <= real.size(2) / 2 + 1 &&
-                  detail::lane_fft_supports(real.size(2));
+  const bool ok = placed && mmax >= 1 && mmax <= real.size(2) / 2 + 1 && detail::lane_fft_supports(real.size(2)) &&
+                  groups.sizes() == grouped_spectra_shape(real.size(0), real.size(1), mmax, real.dtype());
   GS_CHECK(ok,
            "{}: expected contiguous CPU tensors (fields, nlat, nlon) real and (fields, ceil(nlat / L), 2 mmax, L) of "
            "the same dtype (L = 64 bytes of it), 1 <= mmax <= nlon/2 + 1, nlon a length the lane FFT handles; got {} "
@@ -440,6 +438,11 @@ int64_t check_groups(const char* op, const Tensor& real, const Tensor& groups) {
 }
 
 }  // namespace
+
+Shape grouped_spectra_shape(int64_t fields, int64_t nlat, int64_t mmax, DType real) {
+  const int64_t lanes = 64 / static_cast<int64_t>(dtype_size(real));
+  return {fields, (nlat + lanes - 1) / lanes, 2 * mmax, lanes};
+}
 
 void rfft_lon_groups(const Tensor& x, const Tensor& groups) {
   const int64_t mmax = check_groups("rfft_lon_groups", x, groups);

@@ -37,6 +37,9 @@ void irfft_lon_into(const Tensor& X, const Tensor& out);
 // (the forward writes copies into them; the inverse reads them, which must be finite, and drops
 // their results). Lane-FFT lengths only (lane_fft_supports(nlon)).
 void rfft_lon_groups(const Tensor& x, const Tensor& groups);
+// The grouped spectra's shape for `fields` fields of nlat rows and mmax orders in dtype `real`:
+// (fields, ceil(nlat / L), 2 mmax, L), L = 64 bytes of `real` (the one place the layout is sized).
+Shape grouped_spectra_shape(int64_t fields, int64_t nlat, int64_t mmax, DType real);
 void irfft_lon_groups(const Tensor& groups, const Tensor& out);
 }  // namespace detail
 

@@ -107,12 +107,6 @@ int64_t groups_batch(const Tensor& t, const ShtSpec& spec, DType real, LegendreT
   return legendre::takes_groups(t, table_key(spec, kind, real), block) ? batch : 0;
 }
 
-// The grouped spectra of per_block fields: (per_block, G, 2 mmax, L), L rows of 64 bytes a group.
-Shape groups_shape(const ShtSpec& spec, DType real, int64_t per_block) {
-  const int64_t lanes = 64 / static_cast<int64_t>(dtype_size(real));
-  return {per_block, (spec.nlat + lanes - 1) / lanes, 2 * spec.mmax, lanes};
-}
-
 Shape with_last_two(const Tensor& t, int64_t a, int64_t b) {
   Shape sizes(t.sizes().begin(), t.sizes().end() - 2);
   sizes.push_back(a);
@@ -127,7 +121,7 @@ Tensor sht_by_groups(const Tensor& x, const ShtSpec& spec) {
   const LegendreTableKey key = table_key(spec, LegendreTableKind::analysis, x.dtype());
   const int64_t per_block = sht_fields_per_block(spec, x.dtype());
   Tensor out = empty({batch, spec.lmax, spec.mmax}, complex_dtype(x.dtype()), x.device());
-  over_blocks(xc, out, batch, per_block, groups_shape(spec, x.dtype(), per_block), x.dtype(),
+  over_blocks(xc, out, batch, per_block, grouped_spectra_shape(per_block, spec.nlat, spec.mmax, x.dtype()), x.dtype(),
               [&](const Tensor& xb, const Tensor& pb, const Tensor& ob) {
     rfft_lon_groups(xb, pb);
     legendre::contract_groups(key, Direction::to_degree, pb, ob);
@@ -143,7 +137,7 @@ Tensor isht_by_groups(const Tensor& coeffs, const ShtSpec& spec) {
   const LegendreTableKey key = table_key(spec, LegendreTableKind::synthesis, real);
   const int64_t per_block = sht_fields_per_block(spec, real);
   Tensor out = empty({batch, spec.nlat, spec.nlon}, real, coeffs.device());
-  over_blocks(ac, out, batch, per_block, groups_shape(spec, real, per_block), real,
+  over_blocks(ac, out, batch, per_block, grouped_spectra_shape(per_block, spec.nlat, spec.mmax, real), real,
               [&](const Tensor& ab, const Tensor& pb, const Tensor& ob) {
     legendre::contract_groups(key, Direction::to_latitude, pb, ab);
     irfft_lon_groups(pb, ob);

@@ -37,7 +37,7 @@ using gs::sphere::ShtSpec;
 using gs_test::as_c128;
 using Settings = gs_test::ShtSettings;
 
-int64_t lanes_of(DType real) { return 64 / static_cast<int64_t>(gs::dtype_size(real)); }
+int64_t lanes_of(DType real) { return gs::sphere::detail::grouped_spectra_shape(1, 1, 1, real)[3]; }
 
 // Whether some order's first kept row lies inside a group of `lanes` rows (not on its start).
 bool first_row_inside_a_group(const ShtSpec& s, DType real, int64_t lanes) {
@@ -71,8 +71,9 @@ void check_grouped(const ShtSpec& s, DType real, int64_t fields, int threads, in
   CHECK(as_c128(y) == as_c128(y_stages));
 
   // The two pieces directly, on one block of every field: the route sht takes.
-  const int64_t L = lanes_of(real), G = (s.nlat + L - 1) / L;
-  const Tensor groups = gs::empty({fields, G, 2 * s.mmax, L}, real);
+  const gs::Shape grouped = gs::sphere::detail::grouped_spectra_shape(fields, s.nlat, s.mmax, real);
+  const int64_t G = grouped[1], L = grouped[3];
+  const Tensor groups = gs::empty(grouped, real);
   gs::sphere::detail::rfft_lon_groups(x, groups);
   const Tensor a_direct = gs::empty({fields, s.lmax, s.mmax}, gs::complex_dtype(real));
   const gs::sphere::LegendreTableKey ana{s.grid, s.nlat, s.lmax, s.mmax, s.norm, s.csphase,
@@ -82,7 +83,7 @@ void check_grouped(const ShtSpec& s, DType real, int64_t fields, int threads, in
   CHECK(as_c128(a_direct) == as_c128(a_stages));
   const gs::sphere::LegendreTableKey syn{s.grid, s.nlat, s.lmax, s.mmax, s.norm, s.csphase,
                                          gs::sphere::LegendreTableKind::synthesis, real};
-  const Tensor back = gs::full({fields, G, 2 * s.mmax, L}, 7.0, real);  // every value is written
+  const Tensor back = gs::full(grouped, 7.0, real);  // every value is written
   gs::sphere::legendre::contract_groups(syn, gs::sphere::legendre::Direction::to_latitude, back, a_stages);
   const Tensor y_direct = gs::empty({fields, s.nlat, s.nlon}, real);
   gs::sphere::detail::irfft_lon_groups(back, y_direct);
@@ -91,7 +92,8 @@ void check_grouped(const ShtSpec& s, DType real, int64_t fields, int threads, in
   const std::vector<double> b = gs::cast_copy(back, DType::f64).to_vector<double>();
   for (int64_t f = 0; f < fields; ++f)
     for (int64_t k = 0; k < 2 * s.mmax; ++k)
-      for (int64_t j = s.nlat; j < G * L; ++j) CHECK(b[static_cast<size_t>(((f * G + j / L) * 2 * s.mmax + k) * L + j % L)] == 0.0);
+      for (int64_t j = s.nlat; j < G * L; ++j)
+        CHECK(b[static_cast<size_t>(((f * G + j / L) * 2 * s.mmax + k) * L + j % L)] == 0.0);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "ops/elementwise.h"
 #include "ops/kernels.h"
 #include "ops/shape_ops.h"
+#include "ops/sphere/fft.h"
 #include "ops/sphere/legendre/blocked.h"
 #include "ops/sphere/legendre/gemm.h"
 #include "ops/sphere/legendre/path.h"
@@ -218,10 +219,9 @@ void contract_groups(const LegendreTableKey& key, Direction dir, const Tensor& g
   const LegendreTableKey k = key.canonical();
   const bool placed = groups.defined() && spectral.defined() && is_floating(groups.dtype());
   const int64_t batch = placed && spectral.dim() == 3 ? spectral.size(0) : -1;
-  const int64_t lanes = placed ? 64 / static_cast<int64_t>(dtype_size(groups.dtype())) : 0;
-  const bool ok = batch >= 0 && groups.dim() == 4 && groups.size(0) == batch &&
-                  groups.size(1) == (k.nlat + lanes - 1) / lanes && groups.size(2) == 2 * k.mmax &&
-                  groups.size(3) == lanes && spectral.size(1) == k.lmax && spectral.size(2) == k.mmax &&
+  const bool ok = batch >= 0 &&
+                  groups.sizes() == detail::grouped_spectra_shape(batch, k.nlat, k.mmax, groups.dtype()) &&
+                  spectral.size(1) == k.lmax && spectral.size(2) == k.mmax &&
                   k.all_orders() && spectral.dtype() == complex_dtype(groups.dtype()) && groups.is_contiguous() &&
                   spectral.is_contiguous() && groups.device().type == DeviceType::cpu &&
                   spectral.device().type == DeviceType::cpu;
